@@ -1,0 +1,198 @@
+"""Child-side evaluation harness: load a task's evaluator.py, run it, report JSON on a pipe.
+
+Run by the sandbox as ``python harness.py --evaluator E --program P [...]``; stdlib only, and it
+never imports evoforge. The result is one JSON object written to the file descriptor named by
+``EVOFORGE_RESULT_FD``: ``{"ok": true, "metrics": {...}, "artifacts": {...}, "cascade_stage": n}``
+or ``{"ok": false, "error": "...", "artifacts": {"traceback": ...}}``. Cascade evaluation follows
+OpenEvolve: run ``evaluate_stage1``; continue only while the merged metrics pass the stage's
+threshold (``combined_score`` if present, else the mean of the numeric metrics but ``error``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib.util
+import inspect
+import json
+import numbers
+import os
+import resource
+import sys
+import traceback
+from typing import Any
+
+_ARTIFACT_CHARS = 20000
+_TRACEBACK_LINES = 24
+
+
+class ResultError(TypeError):
+    """The evaluator returned something that is neither a metrics dict nor an EvaluationResult."""
+
+
+class StageFailure(Exception):
+    """An exception raised inside one cascade stage, tagged with the stage's function name."""
+
+    def __init__(self, where: str, exc: BaseException) -> None:
+        super().__init__(where)
+        self.where = where
+        self.exc = exc
+
+
+def _split_result(result: Any) -> tuple[dict[str, float], dict[str, str]]:
+    """Turn a dict or an object with ``.metrics``/``.artifacts`` into numeric metrics and text."""
+    if isinstance(result, dict):
+        raw_metrics, raw_artifacts = result, {}
+    elif hasattr(result, "metrics"):
+        raw_metrics = dict(result.metrics or {})
+        raw_artifacts = dict(getattr(result, "artifacts", None) or {})
+    else:
+        kind = type(result).__name__
+        raise ResultError(f"returned {kind}, expected a dict of metrics or an EvaluationResult")
+    metrics: dict[str, float] = {}
+    artifacts: dict[str, str] = {}
+    for key, value in raw_metrics.items():
+        number = _as_number(value)
+        if number is None:
+            artifacts[str(key)] = _as_text(value)
+        else:
+            metrics[str(key)] = number
+    for key, value in raw_artifacts.items():
+        artifacts[str(key)] = _as_text(value)
+    return metrics, artifacts
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return float(bool(value))
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return None
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= _ARTIFACT_CHARS else text[:_ARTIFACT_CHARS] + " ...[truncated]"
+
+
+def _passes(metrics: dict[str, float], threshold: float) -> bool:
+    """OpenEvolve's gate: combined_score if present, else the mean of numeric metrics."""
+    if "combined_score" in metrics:
+        return metrics["combined_score"] >= threshold
+    values = [v for k, v in metrics.items() if k != "error"]
+    return bool(values) and sum(values) / len(values) >= threshold
+
+
+def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    result = fn(*args, **kwargs)
+    if inspect.iscoroutine(result):
+        result = asyncio.run(result)
+    return result
+
+
+def _run_stage(module: Any, name: str, program: str) -> tuple[dict, dict]:
+    try:
+        return _split_result(_call(getattr(module, name), program))
+    except BaseException as exc:  # every failure becomes a report
+        raise StageFailure(name, exc) from exc
+
+
+def _cascade(module: Any, program: str, thresholds: list[float]) -> tuple[dict, dict, int]:
+    metrics: dict[str, float] = {}
+    artifacts: dict[str, str] = {}
+    stage = 0
+    while stage < 3 and hasattr(module, f"evaluate_stage{stage + 1}"):
+        if stage > 0 and (len(thresholds) < stage or not _passes(metrics, thresholds[stage - 1])):
+            break
+        stage += 1
+        new_metrics, new_artifacts = _run_stage(module, f"evaluate_stage{stage}", program)
+        metrics.update(new_metrics)
+        artifacts.update(new_artifacts)
+    return metrics, artifacts, stage
+
+
+def _load_evaluator(path: str) -> Any:
+    spec = importlib.util.spec_from_file_location("evaluator", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["evaluator"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _describe(exc: BaseException, where: str) -> str:
+    if isinstance(exc, SystemExit):
+        return f"program called sys.exit({exc.code!r}) during {where}"
+    if isinstance(exc, MemoryError):
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        cap = f" under the {limit // 2**20} MB address-space limit" if limit > 0 else ""
+        return f"ran out of memory (MemoryError){cap} during {where}"
+    if isinstance(exc, KeyboardInterrupt):
+        return f"interrupted (KeyboardInterrupt) during {where}"
+    if isinstance(exc, ResultError):
+        return f"{where} {exc}"
+    message = " ".join(str(exc).split())[:500]
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    at = f", {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    text = f"evaluator raised {type(exc).__name__}" + (f": {message}" if message else "")
+    return f"{text} (in {where}{at})"
+
+
+def _traceback_tail(exc: BaseException) -> str:
+    lines = "".join(traceback.format_exception(exc)).splitlines()
+    return "\n".join(lines[-_TRACEBACK_LINES:])
+
+
+def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
+    where = "loading evaluator.py"
+    try:
+        module = _load_evaluator(args.evaluator)
+        if args.cascade:
+            thresholds = [float(t) for t in args.thresholds.split(",") if t]
+            metrics, artifacts, stage = _cascade(module, args.program, thresholds)
+            return {"ok": True, "metrics": metrics, "artifacts": artifacts, "cascade_stage": stage}
+        where = "evaluate()"
+        kwargs = {"stage": args.stage} if args.stage_aware else {}
+        metrics, artifacts = _split_result(_call(module.evaluate, args.program, **kwargs))
+        return {"ok": True, "metrics": metrics, "artifacts": artifacts, "cascade_stage": None}
+    except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate failures
+        stage = None
+        if isinstance(exc, StageFailure):
+            stage, where, exc = int(exc.where[-1]), f"{exc.where}()", exc.exc
+        return {
+            "ok": False,
+            "error": _describe(exc, where),
+            "artifacts": {"traceback": _traceback_tail(exc), "failure_stage": where},
+            "cascade_stage": stage,
+        }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Evaluate one program and write the JSON report to the result pipe, then exit at once."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--evaluator", required=True)
+    parser.add_argument("--program", required=True)
+    parser.add_argument("--stage", default="full")
+    parser.add_argument("--stage-aware", action="store_true")
+    parser.add_argument("--cascade", action="store_true")
+    parser.add_argument("--thresholds", default="")
+    args = parser.parse_args(argv)
+    fd = int(os.environ.pop("EVOFORGE_RESULT_FD"))
+    os.set_inheritable(fd, False)
+    report = json.dumps(_evaluate(args), default=str).encode("utf-8")
+    with os.fdopen(fd, "wb") as pipe:
+        pipe.write(report)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os._exit(0)  # don't wait for threads or atexit hooks the candidate left behind
+
+
+if __name__ == "__main__":
+    main()

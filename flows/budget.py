@@ -1,0 +1,54 @@
+"""When a run may start another candidate and when it is done."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from evoforge.infra.config import BudgetConfig
+from evoforge.stages.stats import RunStats
+
+
+@dataclass
+class Budget:
+    """Evaluations, proposals, tokens and wall time; `in_flight` counts issued, unfinished items."""
+
+    cfg: BudgetConfig
+    stats: RunStats
+    in_flight: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def _wall_over(self) -> bool:
+        return self.cfg.max_wall_s is not None and time.monotonic() - self.started >= self.cfg.max_wall_s
+
+    def _tokens_over(self) -> bool:
+        used = self.stats.tokens_in + self.stats.tokens_out
+        return self.cfg.max_tokens is not None and used >= self.cfg.max_tokens
+
+    def stop_reason(self) -> str | None:
+        """Why the run is finished, or None while budget remains."""
+        if self.stats.evaluations >= self.cfg.max_evals:
+            return f"max_evals reached ({self.stats.evaluations})"
+        if self.stats.proposals >= self.cfg.proposal_cap():
+            return f"proposal cap reached ({self.stats.proposals} proposals)"
+        if self._tokens_over():
+            return "max_tokens reached"
+        if self._wall_over():
+            return "max_wall_s reached"
+        return None
+
+    def can_issue(self) -> bool:
+        """True when one more item fits the budget, counting the ones in flight as spent."""
+        if self.stop_reason() is not None:
+            return False
+        return (
+            self.stats.evaluations + self.in_flight < self.cfg.max_evals
+            and self.stats.proposals + self.in_flight < self.cfg.proposal_cap()
+        )
+
+    def remaining(self) -> int:
+        """How many more items may be issued now."""
+        if self.stop_reason() is not None:
+            return 0
+        return max(0, min(self.cfg.max_evals - self.stats.evaluations,
+                          self.cfg.proposal_cap() - self.stats.proposals) - self.in_flight)

@@ -1,0 +1,168 @@
+"""The `evoforge` command line: run, status, leaderboard, best, llm-sim."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from evoforge.flows import prefect_env  # noqa: F401  (Prefect settings before Prefect loads)
+from evoforge.infra.llm_sim import cli_args as sim_args
+
+USER_ERROR, ENGINE_ERROR, INTERRUPTED = 2, 1, 130
+
+
+class SimArgError(ValueError):
+    """Bad arguments to `evoforge llm-sim`."""
+
+
+def _parse_workers(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        if name.strip() not in ("research", "engineer") or not value.strip().isdigit():
+            raise argparse.ArgumentTypeError(
+                f"--workers takes stage=count pairs for research and engineer, got '{part}'")
+        out[name.strip()] = int(value)
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evoforge", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="evolve a task's program")
+    run.add_argument("task", help="built-in task name (e.g. circle_packing) or a task folder")
+    run.add_argument("--run-dir", type=Path, help="run folder (default: WORKSPACE/TASK); re-running resumes")
+    run.add_argument("--workspace", help="folder for runs, MLflow and cognition (default evoforge-runs)")
+    run.add_argument("--config", type=Path, help="YAML config file")
+    run.add_argument("--max-evals", type=int, help="evaluations in the run folder, resumed ones included")
+    run.add_argument("--max-wall-s", type=float, help="wall-clock limit of this invocation")
+    run.add_argument("--max-tokens", type=int, help="LLM tokens in the run, in + out")
+    run.add_argument("--llm-base-url", help="OpenAI-compatible server, e.g. http://gpu-box:8000/v1")
+    run.add_argument("--llm-model", help="model name (default: the server's first model)")
+    run.add_argument("--mode", choices=["async", "sync"])
+    run.add_argument("--workers", type=_parse_workers, help="e.g. research=8,engineer=2")
+    run.add_argument("--seed", type=int)
+    run.add_argument("--no-mlflow", action="store_true", help="do not track in MLflow")
+    run.add_argument("--no-prefect-tasks", action="store_true",
+                     help="run stages inline instead of as Prefect task runs (the flow stays)")
+    run.add_argument("--quiet", action="store_true", help="no progress line")
+
+    status = sub.add_parser("status", help="a run's status (works while it runs)")
+    status.add_argument("run_dir", type=Path)
+    status.add_argument("--json", action="store_true")
+    board = sub.add_parser("leaderboard", help="a run's best candidates")
+    board.add_argument("run_dir", type=Path)
+    best = sub.add_parser("best", help="write a run's best program (stdout or -o FILE)")
+    best.add_argument("run_dir", type=Path)
+    best.add_argument("-o", "--output", type=Path)
+    sim = sub.add_parser("llm-sim", help="local OpenAI-compatible LLM simulator (no real LLM)")
+    sim_args.add_arguments(sim)
+    return parser
+
+
+def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
+    workers = ns.workers or {}
+    return {
+        "workspace": ns.workspace,
+        "seed": ns.seed,
+        "budget.max_evals": ns.max_evals,
+        "budget.max_wall_s": ns.max_wall_s,
+        "budget.max_tokens": ns.max_tokens,
+        "llm.base_url": ns.llm_base_url,
+        "llm.model": ns.llm_model,
+        "engine.mode": ns.mode,
+        "engine.workers.research": workers.get("research"),
+        "engine.workers.engineer": workers.get("engineer"),
+        "tracking.mlflow": False if ns.no_mlflow else None,
+    }
+
+
+def cmd_run(ns: argparse.Namespace) -> int:
+    from evoforge.evaluators.task import load_task
+    from evoforge.flows.evolve import evolution_run
+    from evoforge.infra.config import load_config
+    from evoforge.infra.llm.factory import make_backend
+    from evoforge.infra.llm.openai_backend import OpenAIBackend
+
+    cfg = load_config(ns.config, _overrides(ns))
+    task = load_task(ns.task)
+    llm = make_backend(cfg.llm, cfg.seed)
+    if isinstance(llm, OpenAIBackend):
+        model = asyncio.run(_check(llm))
+        print(f"[evoforge] LLM: {model} at {cfg.llm.base_url}", file=sys.stderr)
+    else:
+        print("[evoforge] LLM: none configured, using the offline proposer (no LLM; set "
+              "--llm-base-url or EVOFORGE_LLM_BASE_URL to use one)", file=sys.stderr)
+    workspace = Path(cfg.workspace)
+    run_dir = ns.run_dir or workspace / task.name
+    print(f"[evoforge] task {task.name}, run folder {run_dir}, mode {cfg.engine.mode}, "
+          f"budget {cfg.budget.max_evals} evaluations", file=sys.stderr)
+    final = asyncio.run(evolution_run(
+        str(task.root), str(run_dir.resolve()), cfg.model_dump(mode="json"),
+        str(workspace.resolve()), prefect_tasks=not ns.no_prefect_tasks, quiet=ns.quiet))
+    print(f"[evoforge] {final['state']}: {final.get('stop_reason') or 'stopped'}; "
+          f"{final['evaluations']} evaluations, {final['nodes_failed']} failed, "
+          f"{final['candidates_per_min']} candidates/min", file=sys.stderr)
+    print(f"best score {final['best_score']} (node {final['best_node']})")
+    print(f"best program {final['best_program']}")
+    return INTERRUPTED if final["state"] == "interrupted" else 0
+
+
+async def _check(llm: Any) -> str:
+    try:
+        return await llm.check()
+    finally:
+        await llm.close()
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from evoforge.evaluators.task import TaskError
+    from evoforge.flows.commands import NoRunError
+    from evoforge.flows.session import RunDirError
+    from evoforge.infra.config import ConfigError
+    from evoforge.infra.llm.openai_backend import LLMUnreachable
+    from evoforge.infra.nodestore import StoreBusyError
+
+    return (TaskError, ConfigError, RunDirError, LLMUnreachable, StoreBusyError, NoRunError,
+            SimArgError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    from evoforge.flows import commands
+
+    try:
+        if ns.command == "run":
+            return cmd_run(ns)
+        if ns.command == "status":
+            return commands.cmd_status(ns.run_dir, ns.json)
+        if ns.command == "leaderboard":
+            return commands.cmd_leaderboard(ns.run_dir)
+        if ns.command == "best":
+            return commands.cmd_best(ns.run_dir, ns.output)
+        from evoforge.infra.llm_sim.server import serve
+
+        try:
+            cfg, host, port = sim_args.config_from_args(ns)
+        except ValueError as exc:
+            raise SimArgError(str(exc)) from None
+        serve(cfg, host=host, port=port)
+        return 0
+    except KeyboardInterrupt:
+        print("\n[evoforge] aborted", file=sys.stderr)
+        return INTERRUPTED
+    except _user_errors() as exc:
+        print(f"evoforge: error: {exc}", file=sys.stderr)
+        return USER_ERROR
+    except Exception as exc:  # an engine failure: one line here, the traceback in run.log
+        print(f"evoforge: engine failure: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return ENGINE_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""Open a run folder: create it, or rebuild the pool, counters and sampler from its node database."""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from evoforge.evaluators.sandbox import SandboxLimits
+from evoforge.evaluators.task import Task
+from evoforge.infra.config import RunConfig
+from evoforge.infra.llm.types import LLMBackend
+from evoforge.infra.nodes import EVALUATED, PROPOSED, Node, new_node_id
+from evoforge.infra.nodestore import NodeStore
+from evoforge.infra.runfiles import RunPaths, write_atomic
+from evoforge.infra.tracking import Tracker, default_tracking_uri
+from evoforge.stages.commit import Committer
+from evoforge.stages.context import StageContext
+from evoforge.stages.item import Item
+from evoforge.stages.pool import Pool
+from evoforge.stages.sample import make_sampler
+from evoforge.stages.stats import RunStats
+
+
+class RunDirError(ValueError):
+    """The run folder cannot be used for this run (user error, one line)."""
+
+
+@dataclass
+class Session:
+    """Everything one invocation of a run holds open."""
+
+    ctx: StageContext
+    store: NodeStore
+    committer: Committer
+    paths: RunPaths
+    tracker: Tracker | None
+    resumed: list[Item]
+    seed_item: Item | None  # the initial program, still to be evaluated
+
+    def close(self, status: str = "FINISHED") -> None:
+        self.store.set_meta("wall_s", self.committer.wall_s())
+        self.store.close()
+        if self.tracker is not None:
+            self.tracker.close(status=status)
+
+
+def _limits(task: Task, cfg: RunConfig) -> SandboxLimits:
+    return SandboxLimits(
+        timeout_s=cfg.sandbox.timeout_s or task.timeout_s,
+        memory_mb=cfg.sandbox.memory_mb,
+        max_procs=cfg.sandbox.max_procs,
+    )
+
+
+def _tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_id: str) -> Tracker | None:
+    if not cfg.tracking.mlflow:
+        return None
+    uri = cfg.tracking.tracking_uri or default_tracking_uri(workspace)
+    tracker = Tracker(uri, cfg.tracking.experiment or f"evoforge/{task.name}",
+                      workspace / "mlartifacts", run_name=f"{task.name}-{run_id}",
+                      parent_run_id=store.get_meta("mlflow_parent_run_id"),
+                      tags={"evoforge.run_id": run_id, "evoforge.task": task.name})
+    parent = tracker.wait_ready()
+    if parent:
+        store.set_meta("mlflow_parent_run_id", parent)
+        tracker.log_parent(params={"task": task.name, "run_id": run_id, "seed": cfg.seed,
+                                   "mode": cfg.engine.mode, "max_evals": cfg.budget.max_evals,
+                                   "llm_base_url": cfg.llm.base_url or "offline",
+                                   "llm_model": cfg.llm.model or ""})
+    return tracker
+
+
+def _resumed_items(nodes: list[Node], by_id: dict[str, Node], seed: Node | None) -> list[Item]:
+    items = []
+    for node in nodes:
+        if node.status == PROPOSED and node.origin != "seed":
+            parent = by_id.get(node.parent_id or "") or seed
+            if parent is not None:
+                items.append(Item(v_i=node.pool_version, parent=parent, node=node, resumed=True))
+    return items
+
+
+def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
+                 workspace: Path) -> Session:
+    """Create or resume the run in `run_dir`."""
+    paths = RunPaths(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    store = NodeStore(paths.db)
+    known_task = store.get_meta("task")
+    if known_task is not None and known_task != task.name:
+        store.close()
+        raise RunDirError(f"{run_dir} holds a run of task '{known_task}', not '{task.name}'")
+    run_id = store.get_meta("run_id") or uuid.uuid4().hex[:8]
+    store.set_meta("run_id", run_id)
+    store.set_meta("task", task.name)
+    write_atomic(paths.config, json.dumps(cfg.public_dict(), indent=2) + "\n")
+
+    nodes = store.all()
+    by_id = {n.id: n for n in nodes}
+    maximize = task.direction == "maximize"
+    pool = Pool.rebuild(nodes, maximize, v=store.get_meta("pool_version", 0))
+    sampler = make_sampler(cfg.search)
+    for node in nodes:
+        if node.status == EVALUATED:
+            sampler.on_node_added(node, pool)
+    stats = RunStats.rebuild(nodes)
+    tracker = _tracker(cfg, store, workspace, task, run_id)
+    committer = Committer(store, paths, pool, sampler, stats, task.name, tracker,
+                          wall_s_before=store.get_meta("wall_s", 0.0))
+    paths.scratch.mkdir(exist_ok=True)
+    ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=pool, sampler=sampler,
+                       rng=random.Random(f"{cfg.seed}-{stats.proposals}"), limits=_limits(task, cfg),
+                       scratch=paths.scratch)
+    seeds = [n for n in nodes if n.origin == "seed"]
+    seed_item = None
+    if not seeds:
+        seed = Node(id=new_node_id(), run_id=run_id, code=task.initial_code, origin="seed",
+                    backend="seed", model="", motivation="the task's initial program")
+        seed_item = Item(v_i=0, parent=seed, node=seed)
+    elif seeds[0].status != EVALUATED:  # it failed last time: the task may have been fixed since
+        seed = seeds[0]
+        seed.code = task.initial_code
+        seed_item = Item(v_i=0, parent=seed, node=seed)
+    resumed = _resumed_items(nodes, by_id, seeds[0] if seeds else None)
+    return Session(ctx, store, committer, paths, tracker, resumed, seed_item)

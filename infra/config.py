@@ -1,0 +1,176 @@
+"""Run configuration: a YAML file, overridden by environment variables, then by CLI flags.
+
+Every key is read somewhere; an unknown key is an error that names it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A bad configuration; the message is one line naming the problem."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LLMConfig(_Section):
+    """Which OpenAI-compatible server to talk to; no base_url means the offline proposer."""
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    backoff_s: float = Field(default=1.0, ge=0)
+    temperature: float = Field(default=0.8, ge=0, le=2)
+    max_tokens: int = Field(default=4096, ge=16)
+    answer_format: Literal["diff", "rewrite", "mixed"] = "mixed"
+    diff_fraction: float = Field(default=0.7, ge=0, le=1)
+
+
+class BudgetConfig(_Section):
+    """When the run stops: whichever limit is reached first."""
+
+    max_evals: int = Field(default=100, ge=1)
+    max_wall_s: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_proposals: int | None = Field(default=None, ge=1)
+
+    def proposal_cap(self) -> int:
+        """Proposals allowed in all, failed ones included, so a broken LLM cannot loop forever."""
+        return self.max_proposals or 4 * self.max_evals
+
+
+class WorkersConfig(_Section):
+    """Worker coroutines per stage."""
+
+    research: int = Field(default=8, ge=1, le=512)
+    engineer: int = Field(default=2, ge=1, le=256)
+
+
+class EngineConfig(_Section):
+    """How the stages are scheduled."""
+
+    mode: Literal["async", "sync"] = "async"
+    workers: WorkersConfig = WorkersConfig()
+    queue_size: int | None = Field(default=None, ge=1)  # researched candidates waiting; None: engineers
+    progress_interval_s: float = Field(default=2.0, gt=0)
+
+
+class SearchConfig(_Section):
+    """How parents and inspirations are chosen."""
+
+    sampler: Literal["greedy", "uniform"] = "greedy"
+    exploration: float = Field(default=0.2, ge=0, le=1)
+    exploitation: float = Field(default=0.6, ge=0, le=1)
+    elite_size: int = Field(default=5, ge=1)
+    num_inspirations: int = Field(default=2, ge=0, le=10)
+
+    @model_validator(mode="after")
+    def _ratios(self) -> SearchConfig:
+        if self.exploration + self.exploitation > 1 + 1e-9:
+            raise ValueError("exploration + exploitation must be <= 1")
+        return self
+
+
+class SandboxConfig(_Section):
+    """Limits of one candidate evaluation."""
+
+    timeout_s: float | None = Field(default=None, gt=0)
+    memory_mb: int = Field(default=2048, ge=64)
+    max_procs: int = Field(default=64, ge=1)
+
+
+class TrackingConfig(_Section):
+    """MLflow tracking; the default store is sqlite in the workspace."""
+
+    mlflow: bool = True
+    tracking_uri: str | None = None
+    experiment: str | None = None
+
+
+class RunConfig(_Section):
+    """Everything a run reads."""
+
+    seed: int = 0
+    workspace: str = "evoforge-runs"
+    llm: LLMConfig = LLMConfig()
+    budget: BudgetConfig = BudgetConfig()
+    engine: EngineConfig = EngineConfig()
+    search: SearchConfig = SearchConfig()
+    sandbox: SandboxConfig = SandboxConfig()
+    tracking: TrackingConfig = TrackingConfig()
+
+    def public_dict(self) -> dict[str, Any]:
+        """The config as saved with a run: secrets removed."""
+        data = self.model_dump(mode="json")
+        data["llm"]["api_key"] = "***" if self.llm.api_key else None
+        return data
+
+
+ENV_VARS = {
+    "EVOFORGE_LLM_BASE_URL": ("llm", "base_url"),
+    "EVOFORGE_LLM_MODEL": ("llm", "model"),
+    "OPENAI_API_KEY": ("llm", "api_key"),
+}
+
+
+def _describe(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    if first["type"] == "extra_forbidden":
+        return f"{source}: unknown key '{where}'"
+    return f"{source}: {where}: {first['msg']}"
+
+
+def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+    node = data
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"cannot set '{dotted}': '{part}' is not a section")
+    node[parts[-1]] = value
+
+
+def load_config(
+    path: str | os.PathLike | None = None,
+    overrides: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> RunConfig:
+    """Build the run config from a YAML file, the environment, then dotted-key overrides."""
+    data: dict[str, Any] = {}
+    source = "config"
+    if path is not None:
+        source = str(path)
+        file = Path(path)
+        if not file.is_file():
+            raise ConfigError(f"config file not found: {file}")
+        try:
+            loaded = yaml.safe_load(file.read_text()) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f" at line {mark.line + 1}" if mark else ""
+            raise ConfigError(f"{file}: not valid YAML{line}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{file}: the top level must be a mapping of keys")
+        data = loaded
+    env = os.environ if environ is None else environ
+    for var, (section, key) in ENV_VARS.items():
+        if env.get(var):
+            _set_path(data, f"{section}.{key}", env[var])
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            _set_path(data, dotted, value)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, source)) from None

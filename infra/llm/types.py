@@ -1,0 +1,36 @@
+"""The one interface every LLM backend implements: chat messages in, a Completion out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One answer from a backend, with what it cost."""
+
+    text: str
+    model: str
+    backend: str  # "openai" (any OpenAI-compatible server) or "offline"
+    tokens_in: int
+    tokens_out: int
+    seconds: float
+    attempts: int = 1
+
+
+class LLMError(RuntimeError):
+    """A request that failed after its retries; the message is recorded on the node."""
+
+
+class LLMBackend(Protocol):
+    """Anything that turns chat messages into a Completion."""
+
+    name: str
+    model: str
+
+    async def complete(
+        self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int
+    ) -> Completion: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,59 @@
+"""What the simulated LLM says: a real mutation of the prompt's program, or a deliberate dud."""
+
+from __future__ import annotations
+
+import random
+
+from evoforge.infra.edits import SearchReplace, render_diff
+from evoforge.infra.evolve_block import START_MARKER, EditError
+from evoforge.infra.offline.answer import render_answer
+from evoforge.infra.offline.mutate import mutate_program
+from evoforge.infra.prompt_format import PROGRAM_HEADER, extract_program, requested_format
+
+PREFACE = "Simulated answer (evoforge llm-sim, no real LLM)"
+MALFORMED_VARIANTS = ("garbled", "missing_search", "outside_block", "empty")
+
+_GARBLED = (
+    "The program could do better if its parameters adapted to the input. I would make the "
+    "step size depend on the current score and shrink it as the search converges.",
+    "Looking at the evaluation results, the main bottleneck seems to be the initial layout. "
+    "A smarter initialisation, followed by a short local search, should raise the score.",
+    "I am not certain which change helps most here; tuning the margins and the iteration "
+    "count are both plausible, so I would try each in turn and keep the better one.",
+)
+
+
+def build_answer(prompt: str, rng: random.Random) -> str:
+    """An answer that edits the prompt's program the way the prompt asks (diff or rewrite)."""
+    program = extract_program(prompt)
+    if program is None:
+        return f"{PREFACE}: the prompt carries no '{PROGRAM_HEADER}' section, so I cannot edit it."
+    try:
+        mutation = mutate_program(program, rng)
+    except EditError as exc:
+        return f"{PREFACE}: {exc}."
+    preface = f"{PREFACE}: {mutation.description}"
+    return render_answer(program, mutation, requested_format(prompt), preface)
+
+
+def malformed_answer(prompt: str, rng: random.Random, variant: str | None = None) -> str:
+    """An answer that parse_answer/apply_answer must reject, of a given or random variant."""
+    variant = variant or rng.choice(MALFORMED_VARIANTS)
+    if variant not in MALFORMED_VARIANTS:
+        raise ValueError(f"unknown malformed variant {variant!r}; known: {MALFORMED_VARIANTS}")
+    program = extract_program(prompt)
+    preface = f"{PREFACE}: deliberately malformed answer ({variant})"
+    if variant == "empty":
+        return ""
+    if variant == "garbled" or program is None:
+        return f"{preface}.\n\n{rng.choice(_GARBLED)}\n"
+    marker_line = next((ln for ln in program.splitlines() if START_MARKER in ln), None)
+    if variant == "outside_block" and marker_line is not None:
+        block = SearchReplace(f"{marker_line}\n", f"import os\n{marker_line}\n")
+        return f"{preface}: an edit above the EVOLVE block.\n\n{render_diff([block])}"
+    lines = [ln for ln in program.splitlines() if ln.strip() and START_MARKER not in ln]
+    wrong = f"{rng.choice(lines)}  # as in the previous version" if lines else ""
+    if not wrong or wrong in program:
+        wrong = "this_line_is_not_in_the_program = True"
+    block = SearchReplace(f"{wrong}\n", f"{wrong.split('  #')[0]}\n")
+    return f"{preface}: a SEARCH text the program does not contain.\n\n{render_diff([block])}"

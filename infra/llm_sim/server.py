@@ -1,0 +1,270 @@
+"""The LLM simulator: an OpenAI-compatible chat server with realistic latency, capacity and errors.
+
+Every request draws its own seeded generator from the server's, in arrival order, so the same
+seed and the same request order give the same latencies, errors and answers. Injected errors:
+``429`` answers at once (a server at capacity rejects fast) with ``Retry-After: 1``; ``500``
+holds a slot for a tenth of a drawn latency, then fails; ``hang`` holds a slot for ``hang_s``
+(or until the client gives up) and then answers 504; ``malformed`` is a normal-speed 200 whose
+answer cannot be applied. A client that disconnects frees its slot, as vLLM aborts the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import socket
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import uvicorn
+from evoforge.infra.llm_sim.answers import build_answer, malformed_answer
+from evoforge.infra.llm_sim.latency import SlotPool, draw_latency
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+ERROR_KINDS = ("429", "500", "hang", "malformed")
+_POLL_S = 0.05  # how often a waiting request checks whether its client is still there
+_CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """How the simulated server behaves; invalid values raise ValueError with one line."""
+
+    model: str = "evoforge-sim"
+    median_s: float = 2.0  # lognormal latency median
+    sigma: float = 0.6  # lognormal sigma (heavy tail)
+    slots: int = 8  # concurrent requests served; more wait in a FIFO queue
+    error_rate: float = 0.0  # fraction of requests that fail
+    error_kinds: tuple[str, ...] = ERROR_KINDS  # drawn uniformly
+    hang_s: float = 600.0  # how long a "hang" holds the request open
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.slots < 1:
+            raise ValueError(f"slots must be at least 1, got {self.slots}")
+        if not 0.0 <= self.error_rate <= 1.0:
+            raise ValueError(f"error rate must be between 0 and 1, got {self.error_rate}")
+        if self.median_s < 0 or self.sigma < 0 or self.hang_s < 0:
+            raise ValueError("median, sigma and hang seconds must not be negative")
+        unknown = [kind for kind in self.error_kinds if kind not in ERROR_KINDS]
+        if unknown or not self.error_kinds:
+            raise ValueError(
+                f"unknown error kinds {unknown or '(none given)'}; choose from {', '.join(ERROR_KINDS)}"
+            )
+
+
+class Simulator:
+    """One simulated server's state: its seeded generator, its slots and its counters."""
+
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.slots = SlotPool(cfg.slots)
+        self._rng = random.Random(cfg.seed)
+        self._created = int(time.time())
+        self.reset()
+
+    def reset(self, seed: int | None = None) -> None:
+        """Zero the counters (and reseed, when ``seed`` is given)."""
+        if seed is not None:
+            self._rng = random.Random(seed)
+        self._started = time.monotonic()
+        self._requests = 0
+        self._completed = 0
+        self._latency_total = 0.0
+        self._errors: Counter[str] = Counter()
+        self.slots.reset()
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since the last reset, as served on GET /sim/stats."""
+        wall = time.monotonic() - self._started
+        busy = self.slots.busy_slot_seconds()
+        return {
+            "model": self.cfg.model,
+            "requests": self._requests,
+            "completed": self._completed,
+            "errors": dict(self._errors),
+            "in_flight": self.slots.in_service,
+            "queued": self.slots.queued,
+            "busy_slot_seconds": busy,
+            "slots": self.cfg.slots,
+            "wall_s": wall,
+            "utilisation": busy / (self.cfg.slots * wall) if wall > 0 else 0.0,
+            "mean_latency_s": self._latency_total / self._completed if self._completed else 0.0,
+            "mean_queue_wait_s": self.slots.mean_queue_wait(),
+            "config": asdict(self.cfg),
+        }
+
+    async def chat(self, request: Request) -> Response:
+        """POST /v1/chat/completions."""
+        arrived = time.monotonic()
+        self._requests += 1
+        number = self._requests
+        rng = random.Random(self._rng.getrandbits(64))
+        try:
+            raw = await request.body()
+            body = json.loads(raw)
+        except ValueError as exc:
+            self._errors["bad_request"] += 1
+            return _error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
+        try:
+            prompt, prompt_chars = _read_messages(body)
+        except ValueError as exc:
+            self._errors["bad_request"] += 1
+            return _error(400, str(exc), "invalid_request_error")
+        failing = rng.random() < self.cfg.error_rate
+        kind = rng.choice(self.cfg.error_kinds)
+        latency = draw_latency(rng, self.cfg.median_s, self.cfg.sigma)
+        if failing:
+            self._errors[kind] += 1
+        if failing and kind == "429":
+            return _error(429, "simulated rate limit", "rate_limit_error", {"Retry-After": "1"})
+        async with self.slots.slot():
+            if failing and kind == "500":
+                await _hold(request, latency / 10)
+                return _error(500, "simulated internal server error", "server_error")
+            if failing and kind == "hang":
+                if await _hold(request, self.cfg.hang_s):
+                    return _error(504, f"simulated hang: no answer after {self.cfg.hang_s} s", "timeout")
+                self._errors["client_disconnect"] += 1
+                return Response(status_code=499)
+            if not await _hold(request, latency):
+                self._errors["client_disconnect"] += 1
+                return Response(status_code=499)
+            text = malformed_answer(prompt, rng) if failing else build_answer(prompt, rng)
+        text, finish = _truncate(text, body.get("max_completion_tokens") or body.get("max_tokens"))
+        self._completed += 1
+        self._latency_total += time.monotonic() - arrived
+        return JSONResponse(self._completion(number, text, finish, prompt_chars))
+
+    def _completion(self, number: int, text: str, finish: str, prompt_chars: int) -> dict[str, Any]:
+        prompt_tokens = math.ceil(prompt_chars / _CHARS_PER_TOKEN)
+        completion_tokens = math.ceil(len(text) / _CHARS_PER_TOKEN)
+        return {
+            "id": f"chatcmpl-sim-{number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.cfg.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+    def models(self) -> dict[str, Any]:
+        """The model list served on GET /v1/models."""
+        entry = {"id": self.cfg.model, "object": "model", "created": self._created}
+        return {"object": "list", "data": [{**entry, "owned_by": "evoforge-llm-sim"}]}
+
+
+def build_app(cfg: SimConfig) -> Starlette:
+    """The simulator as an ASGI app (OpenAI routes under /v1, bookkeeping under /sim)."""
+    sim = Simulator(cfg)
+
+    async def models(_: Request) -> Response:
+        return JSONResponse(sim.models())
+
+    async def stats(_: Request) -> Response:
+        return JSONResponse(sim.stats())
+
+    async def reset(request: Request) -> Response:
+        raw = await request.body()
+        try:
+            seed = (await request.json()).get("seed") if raw.strip() else None
+            if seed is not None and not isinstance(seed, int):
+                raise ValueError("seed must be an integer")
+        except (ValueError, AttributeError) as exc:
+            return _error(400, f"bad reset body: {exc}", "invalid_request_error")
+        sim.reset(seed)
+        return JSONResponse({"reset": True, "seed": seed})
+
+    app = Starlette(
+        routes=[
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/chat/completions", sim.chat, methods=["POST"]),
+            Route("/sim/stats", stats, methods=["GET"]),
+            Route("/sim/reset", reset, methods=["POST"]),
+        ]
+    )
+    app.state.simulator = sim
+    return app
+
+
+def serve(cfg: SimConfig, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Serve until interrupted; port 0 picks a free port (the printed line names it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    bound = sock.getsockname()[1]
+    url_host = f"[{host}]" if ":" in host else host
+    print(
+        f"evoforge llm-sim listening on http://{url_host}:{bound}/v1 "
+        f"(model {cfg.model}, median {cfg.median_s} s, slots {cfg.slots})",
+        flush=True,
+    )
+    config = uvicorn.Config(
+        build_app(cfg), log_level="warning", access_log=False, timeout_graceful_shutdown=1
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+async def _hold(request: Request, seconds: float) -> bool:
+    """Wait ``seconds``; False as soon as the client has gone away."""
+    deadline = time.monotonic() + seconds
+    while not await request.is_disconnected():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return True
+        await asyncio.sleep(min(remaining, _POLL_S))
+    return False
+
+
+def _read_messages(body: Any) -> tuple[str, int]:
+    """(the last user message, total characters of all messages), or ValueError."""
+    if not isinstance(body, dict):
+        raise ValueError("the request body must be a JSON object")
+    if body.get("stream"):
+        raise ValueError("streaming is not supported by evoforge llm-sim; send stream=false")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("'messages' must be a non-empty list")
+    texts = []
+    for message in messages:
+        if not isinstance(message, dict):
+            raise ValueError("each message must be an object with 'role' and 'content'")
+        content = message.get("content") or ""
+        if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        texts.append((message.get("role"), str(content)))
+    prompt = next((text for role, text in reversed(texts) if role == "user"), "")
+    return prompt, sum(len(text) for _, text in texts)
+
+
+def _truncate(text: str, max_tokens: Any) -> tuple[str, str]:
+    """Cut an answer longer than ``max_tokens`` the way a server does (finish_reason "length")."""
+    if isinstance(max_tokens, int) and max_tokens > 0:
+        limit = max_tokens * _CHARS_PER_TOKEN
+        if len(text) > limit:
+            return text[:limit], "length"
+    return text, "stop"
+
+
+def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
+    return JSONResponse(body, status_code=status, headers=headers)

@@ -1,0 +1,72 @@
+"""The Node: one candidate program and everything known about it."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Node status values.
+PROPOSED = "proposed"  # designed, not yet evaluated (re-queued on resume)
+EVALUATED = "evaluated"
+FAILED = "failed"
+STALE = "stale"
+ROLLED_BACK = "rolled_back"
+SPECULATIVE = "speculative"
+STATUSES = (PROPOSED, EVALUATED, FAILED, STALE, ROLLED_BACK, SPECULATIVE)
+
+# Evaluation stages; each has its own score column, never one mixed column.
+SCORE_STAGES = ("pilot", "full", "final")
+
+
+def new_node_id() -> str:
+    """A short unique node id."""
+    return uuid.uuid4().hex[:12]
+
+
+@dataclass
+class Node:
+    """One candidate: its code, lineage, per-stage scores, costs and outcome."""
+
+    id: str
+    run_id: str
+    code: str
+    parent_id: str | None = None
+    inspiration_ids: list[str] = field(default_factory=list)
+    island: int = 0
+    branch: str | None = None
+    generation: int = 0
+    diff: str = ""
+    motivation: str = ""
+    origin: str = "novel"  # seed | cognition | experience | novel
+    backend: str = ""  # openai | offline | seed
+    model: str = ""
+    pool_version: int = 0
+    score_pilot: float | None = None
+    score_full: float | None = None
+    score_final: float | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    analysis: str = ""
+    status: str = PROPOSED
+    error: str | None = None
+    failed_stage: str | None = None  # research | engineer
+    tokens_in: int = 0
+    tokens_out: int = 0
+    llm_s: float = 0.0
+    eval_s: float = 0.0
+    created_at: float = field(default_factory=time.time)
+    evaluated_at: float | None = None
+
+    def score(self, stage: str = "full") -> float | None:
+        """The score of one evaluation stage."""
+        return getattr(self, f"score_{stage}")
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def was_evaluated(self) -> bool:
+        """True once an evaluation ran on this node (successful or not)."""
+        return self.evaluated_at is not None

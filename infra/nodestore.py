@@ -1,0 +1,110 @@
+"""The node database: one DuckDB file per run, written by one writer (the commit stage)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from evoforge.infra.nodes import EVALUATED, Node
+
+_SQL_TYPES = {
+    "str": "VARCHAR",
+    "str | None": "VARCHAR",
+    "int": "BIGINT",
+    "float": "DOUBLE",
+    "float | None": "DOUBLE",
+    "list[str]": "VARCHAR",  # JSON text
+    "dict[str, float]": "VARCHAR",
+    "dict[str, str]": "VARCHAR",
+}
+_EMPTY = {"inspiration_ids": list, "metrics": dict, "artifacts": dict}
+_JSON_FIELDS = set(_EMPTY)
+_COLUMNS = [f.name for f in fields(Node)]
+
+
+class StoreBusyError(RuntimeError):
+    """Another process holds the node database (a run is going)."""
+
+
+def _schema() -> str:
+    cols = []
+    for f in fields(Node):
+        sql = _SQL_TYPES[str(f.type)]
+        cols.append(f"{f.name} {sql}" + (" PRIMARY KEY" if f.name == "id" else ""))
+    return "CREATE TABLE IF NOT EXISTS nodes (" + ", ".join(cols) + ")"
+
+
+class NodeStore:
+    """Nodes and run metadata in DuckDB; opening it for writing locks the file to this process."""
+
+    def __init__(self, path: str | Path, read_only: bool = False):
+        self.path = Path(path)
+        try:
+            self._con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise StoreBusyError(f"{self.path} is held by a running evoforge process") from None
+            raise
+        if not read_only:
+            self._con.execute(_schema())
+            self._con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> NodeStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def put(self, node: Node) -> None:
+        """Insert or replace one node."""
+        row = node.to_row()
+        values = [json.dumps(row[c]) if c in _JSON_FIELDS else row[c] for c in _COLUMNS]
+        marks = ", ".join("?" for _ in _COLUMNS)
+        self._con.execute(f"INSERT OR REPLACE INTO nodes VALUES ({marks})", values)
+
+    def get(self, node_id: str) -> Node | None:
+        rows = self._select("WHERE id = ?", [node_id])
+        return rows[0] if rows else None
+
+    def all(self) -> list[Node]:
+        """Every node, oldest first."""
+        return self._select("ORDER BY created_at, id")
+
+    def count(self, where: str = "", params: list[Any] | None = None) -> int:
+        return self._con.execute(f"SELECT count(*) FROM nodes {where}", params or []).fetchone()[0]
+
+    def evaluations(self) -> int:
+        """How many evaluations ran in this run (successful or failed)."""
+        return self.count("WHERE evaluated_at IS NOT NULL")
+
+    def best(self, maximize: bool = True, stage: str = "full") -> Node | None:
+        order = "DESC" if maximize else "ASC"
+        rows = self._select(
+            f"WHERE status = ? AND score_{stage} IS NOT NULL "
+            f"ORDER BY score_{stage} {order}, created_at LIMIT 1",
+            [EVALUATED],
+        )
+        return rows[0] if rows else None
+
+    def set_meta(self, key: str, value: Any) -> None:
+        self._con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, json.dumps(value)])
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        row = self._con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def _select(self, tail: str, params: list[Any] | None = None) -> list[Node]:
+        cur = self._con.execute(f"SELECT {', '.join(_COLUMNS)} FROM nodes {tail}", params or [])
+        out = []
+        for row in cur.fetchall():
+            data = dict(zip(_COLUMNS, row, strict=True))
+            for key in _JSON_FIELDS:
+                data[key] = json.loads(data[key]) if data[key] else _EMPTY[key]()
+            out.append(Node(**data))
+        return out

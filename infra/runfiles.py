@@ -1,0 +1,65 @@
+"""Where a run keeps its files, and atomic writes so readers never see half a file."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """The layout of one run folder."""
+
+    root: Path
+
+    @property
+    def db(self) -> Path:
+        return self.root / "nodes.duckdb"
+
+    @property
+    def status(self) -> Path:
+        return self.root / "status.json"
+
+    @property
+    def leaderboard(self) -> Path:
+        return self.root / "leaderboard.md"
+
+    @property
+    def best_program(self) -> Path:
+        return self.root / "best" / "program.py"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "run.log"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def scratch(self) -> Path:
+        return self.root / ".scratch"
+
+    def node_dir(self, node_id: str) -> Path:
+        return self.root / "nodes" / node_id
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temp file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in `path`, or None when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

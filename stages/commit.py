@@ -1,0 +1,115 @@
+"""The commit stage: the single writer of the node database, the run files and MLflow."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from evoforge.infra.nodes import EVALUATED, Node
+from evoforge.infra.nodestore import NodeStore
+from evoforge.infra.runfiles import RunPaths, write_atomic
+from evoforge.infra.tracking import Tracker
+from evoforge.stages.item import Item
+from evoforge.stages.pool import Pool
+from evoforge.stages.sample import ParentSampler
+from evoforge.stages.snapshot import leaderboard_md, status_dict
+from evoforge.stages.stats import RunStats
+
+
+class Committer:
+    """Persists proposals and results, updates the pool, and keeps the snapshots fresh."""
+
+    def __init__(self, store: NodeStore, paths: RunPaths, pool: Pool, sampler: ParentSampler,
+                 stats: RunStats, task_name: str, tracker: Tracker | None = None,
+                 wall_s_before: float = 0.0):
+        self.store, self.paths, self.pool, self.sampler = store, paths, pool, sampler
+        self.stats, self.task_name, self.tracker = stats, task_name, tracker
+        self.wall_s_before = wall_s_before
+        self.started = time.monotonic()
+        self.busy_s = 0.0  # time spent writing: how long the single writer held the pool
+
+    def wall_s(self) -> float:
+        """Wall seconds of the run over all its sessions."""
+        return self.wall_s_before + time.monotonic() - self.started
+
+    def record_proposal(self, item: Item) -> None:
+        """Persist a proposed candidate before it is evaluated, so a restart re-queues it."""
+        t0 = time.perf_counter()
+        assert item.node is not None
+        self.store.put(item.node)
+        self._write_node_files(item)
+        self.busy_s += time.perf_counter() - t0
+
+    def record_result(self, item: Item) -> bool:
+        """Persist a finished item; returns True when it is a new best."""
+        t0 = time.perf_counter()
+        node = item.node
+        assert node is not None
+        self.store.put(node)
+        self.stats.count(node)
+        if node.was_evaluated or node.status == EVALUATED:
+            self.pool.remember(node.code)
+        new_best = False
+        if node.status == EVALUATED:
+            new_best = self.pool.add(node)
+            self.sampler.on_node_added(node, self.pool)
+            if new_best:
+                write_atomic(self.paths.best_program, node.code)
+                self.store.set_meta("pool_version", self.pool.v)
+        self._write_node_files(item)
+        self._track(node, new_best)
+        self.busy_s += time.perf_counter() - t0
+        return new_best
+
+    def write_snapshot(self, extra: dict[str, Any]) -> dict[str, Any]:
+        """Rewrite status.json and leaderboard.md; returns the status."""
+        status = status_dict(self.stats, self.pool, self.wall_s(),
+                             {"commit_busy_s": round(self.busy_s, 3), **extra})
+        write_atomic(self.paths.status, json.dumps(status, indent=2) + "\n")
+        write_atomic(self.paths.leaderboard, leaderboard_md(self.task_name, self.pool))
+        return status
+
+    def _write_node_files(self, item: Item) -> None:
+        node = item.node
+        assert node is not None
+        folder = self.paths.node_dir(node.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        if node.code:
+            (folder / "program.py").write_text(node.code)
+        if node.diff:
+            (folder / "diff.patch").write_text(node.diff)
+        if item.prompt and not (folder / "prompt.md").exists():
+            (folder / "prompt.md").write_text(
+                "\n\n".join(f"## {m['role']}\n\n{m['content']}" for m in item.prompt)
+            )
+        if item.answer and not (folder / "answer.md").exists():
+            (folder / "answer.md").write_text(item.answer)
+        summary = {k: getattr(node, k) for k in (
+            "status", "error", "failed_stage", "score_full", "metrics", "parent_id", "backend",
+            "model", "tokens_in", "tokens_out", "llm_s", "eval_s", "pool_version")}
+        (folder / "result.json").write_text(json.dumps(summary, indent=2, default=str))
+
+    def _track(self, node: Node, new_best: bool) -> None:
+        if self.tracker is None:
+            return
+        metrics: dict[str, float] = {
+            k: v for k, v in node.metrics.items() if isinstance(v, (int, float))
+        }
+        metrics.update(eval_s=node.eval_s, llm_s=node.llm_s, tokens_in=node.tokens_in,
+                       tokens_out=node.tokens_out)
+        for stage in ("pilot", "full", "final"):
+            if node.score(stage) is not None:
+                metrics[f"score_{stage}"] = node.score(stage)
+        params = {"node_id": node.id, "parent": node.parent_id or "", "island": node.island,
+                  "model": node.model, "backend": node.backend, "origin": node.origin,
+                  "generation": node.generation, "pool_version": node.pool_version}
+        texts = {"program.py": node.code, "diff.patch": node.diff,
+                 "motivation.md": node.motivation, "error.txt": node.error or ""}
+        self.tracker.log_candidate(f"node-{node.id}", params, metrics, texts,
+                                   tags={"status": node.status, "failed_stage": node.failed_stage or ""},
+                                   status="FINISHED" if node.status == EVALUATED else "FAILED")
+        if new_best and node.score_full is not None:
+            self.tracker.log_parent(metrics={"best_score": node.score_full,
+                                             "evaluations": self.stats.evaluations},
+                                    step=self.stats.evaluations)

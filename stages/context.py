@@ -1,0 +1,29 @@
+"""What every stage may read: the task, the config, the LLM backend, the pool and the sampler."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from evoforge.evaluators.sandbox import SandboxLimits
+from evoforge.evaluators.task import Task
+from evoforge.infra.config import RunConfig
+from evoforge.infra.llm.types import LLMBackend
+from evoforge.stages.pool import Pool
+from evoforge.stages.sample import ParentSampler
+
+
+@dataclass
+class StageContext:
+    """Read-only for stages; only the commit stage changes the pool."""
+
+    run_id: str
+    task: Task
+    config: RunConfig
+    llm: LLMBackend
+    pool: Pool
+    sampler: ParentSampler
+    rng: random.Random
+    limits: SandboxLimits
+    scratch: Path

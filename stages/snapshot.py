@@ -1,0 +1,55 @@
+"""Readable snapshots of a run, written by the commit stage: status.json and leaderboard.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evoforge.infra.nodes import Node
+from evoforge.stages.pool import Pool
+from evoforge.stages.stats import RunStats
+
+
+def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any]) -> dict[str, Any]:
+    """The status document `evoforge status --json` prints."""
+    best = pool.best
+    minutes = wall_s / 60 if wall_s > 0 else 0
+    return {
+        "nodes_evaluated": stats.evaluated_ok,
+        "nodes_failed": stats.failed,
+        "evaluations": stats.evaluations,
+        "proposals": stats.proposals,
+        "failed_research": stats.failed_research,
+        "duplicates_rejected": stats.duplicates,
+        "best_score": best.score_full if best else None,
+        "best_node": best.id if best else None,
+        "pool_version": pool.v,
+        "wall_s": round(wall_s, 3),
+        "candidates_per_min": round(stats.evaluations / minutes, 3) if minutes else 0.0,
+        "tokens_in": stats.tokens_in,
+        "tokens_out": stats.tokens_out,
+        "llm_s": round(stats.llm_s, 3),
+        "eval_s": round(stats.eval_s, 3),
+        **extra,
+    }
+
+
+def _row(rank: int, node: Node) -> str:
+    motivation = " ".join(node.motivation.split())[:90].replace("|", "/")
+    return (
+        f"| {rank} | `{node.id}` | {node.score_full:.6g} | {node.generation} | "
+        f"`{node.parent_id or '-'}` | {node.backend} | {motivation} |"
+    )
+
+
+def leaderboard_md(task_name: str, pool: Pool, top: int = 20) -> str:
+    """The top evaluated candidates as a markdown table."""
+    lines = [
+        f"# Leaderboard: {task_name}",
+        "",
+        f"{len(pool.nodes)} evaluated candidates, pool version {pool.v}.",
+        "",
+        "| rank | node | score | generation | parent | backend | motivation |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [_row(i + 1, n) for i, n in enumerate(pool.ranked()[:top])]
+    return "\n".join(lines) + "\n"

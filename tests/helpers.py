@@ -1,0 +1,38 @@
+"""Shared helpers for the end-to-end tests: run the CLI and read a run folder back."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from evoforge.infra.nodes import Node
+from evoforge.infra.nodestore import NodeStore
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def read_nodes(run_dir: Path) -> list[Node]:
+    """Every node in a finished run's database."""
+    with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:
+        return store.all()
+
+
+def read_status(run_dir: Path) -> dict:
+    return json.loads((run_dir / "status.json").read_text())
+
+
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    return env
+
+
+def run_cli(args: list[str], tmp_path: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`evoforge ARGS` in a subprocess, as a user would run it."""
+    return subprocess.run(
+        [sys.executable, "-m", "evoforge.flows.cli", *args],
+        cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=timeout,
+    )

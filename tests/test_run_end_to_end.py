@@ -1,0 +1,125 @@
+"""Whole runs through the CLI: offline, over HTTP against the LLM simulator, and sync mode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from evoforge.flows.cli import main
+from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
+from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED
+from tests.helpers import read_nodes, read_status
+
+pytestmark = pytest.mark.slow
+
+
+def _run(tmp_path: Path, *extra: str, evals: int = 24) -> tuple[int, Path]:
+    run_dir = tmp_path / "run"
+    code = main(["run", "circle_packing", "--run-dir", str(run_dir), "--workspace",
+                 str(tmp_path / "ws"), "--max-evals", str(evals), "--seed", "3", "--quiet", *extra])
+    return code, run_dir
+
+
+def _seed_and_best(run_dir: Path) -> tuple[float, float]:
+    nodes = read_nodes(run_dir)
+    seed = next(n for n in nodes if n.origin == "seed")
+    best = max(n.score_full for n in nodes if n.status == EVALUATED)
+    return seed.score_full, best
+
+
+def _mlflow_children(tmp_path: Path) -> int:
+    client = MlflowClient(f"sqlite:///{tmp_path / 'ws' / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("evoforge/circle_packing")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    return sum(1 for r in runs if r.data.tags.get("mlflow.parentRunId"))
+
+
+def test_offline_run_improves_and_records_everything(tmp_path, capsys):
+    code, run_dir = _run(tmp_path, evals=30)
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "best score" in out and "best program" in out
+    nodes = read_nodes(run_dir)
+    assert sum(n.was_evaluated for n in nodes) == 30
+    assert all(n.status != PROPOSED for n in nodes)
+    assert {n.backend for n in nodes if n.origin != "seed"} == {"offline"}
+    seed_score, best = _seed_and_best(run_dir)
+    assert best > seed_score
+    status = read_status(run_dir)
+    for key in ("nodes_evaluated", "nodes_failed", "best_score", "best_node", "wall_s",
+                "candidates_per_min", "tokens_in", "tokens_out"):
+        assert key in status
+    assert status["state"] == "finished" and status["best_score"] == pytest.approx(best)
+    assert status["tokens_in"] == 0  # the offline proposer uses no LLM
+    assert (run_dir / "best" / "program.py").read_text() == next(
+        n.code for n in nodes if n.id == status["best_node"])
+    assert "| 1 |" in (run_dir / "leaderboard.md").read_text()
+    assert _mlflow_children(tmp_path) == len([n for n in nodes if n.status in (EVALUATED, FAILED)])
+
+
+def test_run_again_resumes_and_stops_at_the_same_total(tmp_path):
+    code, run_dir = _run(tmp_path, "--no-mlflow", evals=10)
+    assert code == 0
+    first = {n.id for n in read_nodes(run_dir)}
+    code, _ = _run(tmp_path, "--no-mlflow", evals=10)
+    assert code == 0
+    assert {n.id for n in read_nodes(run_dir)} == first  # budget already spent: nothing new
+    code, _ = _run(tmp_path, "--no-mlflow", evals=14)
+    nodes = read_nodes(run_dir)
+    assert code == 0 and sum(n.was_evaluated for n in nodes) == 14
+    assert first < {n.id for n in nodes}
+
+
+def test_simulator_run_over_http_improves(tmp_path):
+    with SimulatorProcess(SimConfig(median_s=0.05, sigma=0.3, slots=4, seed=5)) as sim:
+        code, run_dir = _run(tmp_path, "--llm-base-url", sim.base_url, "--workers",
+                             "research=4,engineer=2", evals=30)
+        stats = sim.stats()
+    assert code == 0
+    nodes = read_nodes(run_dir)
+    proposals = [n for n in nodes if n.origin != "seed"]
+    assert {n.backend for n in proposals} == {"openai"}
+    assert {n.model for n in proposals} == {"evoforge-sim"}
+    assert all(n.tokens_in > 0 and n.tokens_out > 0 for n in proposals)
+    assert stats["completed"] >= len(proposals)
+    seed_score, best = _seed_and_best(run_dir)
+    assert best > seed_score
+    prompt = next((run_dir / "nodes").glob("*/prompt.md")).read_text()
+    assert "## Current program" in prompt
+    answers = list((run_dir / "nodes").glob("*/answer.md"))
+    assert answers and "Simulated answer" in answers[0].read_text()
+    assert _mlflow_children(tmp_path) >= 30
+
+
+def test_malformed_answers_and_server_errors_are_recorded_and_the_run_goes_on(tmp_path):
+    cfg = SimConfig(median_s=0.02, sigma=0.2, slots=4, seed=9, error_rate=0.5,
+                    error_kinds=("malformed", "500"))
+    config = tmp_path / "cfg.yaml"
+    config.write_text("llm:\n  max_retries: 0\n  timeout_s: 5\n")
+    with SimulatorProcess(cfg) as sim:
+        code, run_dir = _run(tmp_path, "--llm-base-url", sim.base_url, "--no-mlflow",
+                             "--config", str(config), evals=12)
+    assert code == 0
+    nodes = read_nodes(run_dir)
+    research_failures = [n for n in nodes if n.failed_stage == "research"]
+    assert research_failures
+    reasons = " ".join(n.error or "" for n in research_failures)
+    assert "unusable answer" in reasons and "LLM call failed" in reasons
+    assert all(n.status == FAILED and n.error for n in research_failures)
+    assert sum(n.was_evaluated for n in nodes) == 12
+
+
+def test_sync_mode_runs_generations(tmp_path):
+    code, run_dir = _run(tmp_path, "--mode", "sync", "--no-mlflow", "--workers",
+                         "research=4,engineer=2", evals=9)
+    assert code == 0
+    nodes = read_nodes(run_dir)
+    assert sum(n.was_evaluated for n in nodes) == 9
+    # 8 proposals in generations of 4: every item of a generation was designed on one pool version
+    versions = {n.pool_version for n in nodes if n.origin != "seed"}
+    assert 1 <= len(versions) <= 3
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["engine"]["mode"] == "sync"
