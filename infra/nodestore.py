@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+
 from evoforge.infra.nodes import EVALUATED, Node
 
 _SQL_TYPES = {

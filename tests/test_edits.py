@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from evoforge.infra.edits import (
     KIND_DIFF,
     KIND_REWRITE,

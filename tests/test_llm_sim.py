@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import httpx
 import openai
 import pytest
+
 from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm_sim.answers import MALFORMED_VARIANTS, build_answer, malformed_answer

@@ -8,6 +8,7 @@ import re
 from collections import Counter
 
 import pytest
+
 from evoforge.infra.edits import KIND_DIFF, KIND_REWRITE, apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError, split_program
 from evoforge.infra.llm.types import LLMError

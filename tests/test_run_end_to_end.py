@@ -123,3 +123,56 @@ def test_sync_mode_runs_generations(tmp_path):
     assert 1 <= len(versions) <= 3
     config = json.loads((run_dir / "config.json").read_text())
     assert config["engine"]["mode"] == "sync"
+
+
+def test_sync_mode_with_the_offline_proposer_is_reproducible(tmp_path):
+    codes = []
+    for name in ("a", "b"):
+        run_dir = tmp_path / name
+        assert main(["run", "circle_packing", "--run-dir", str(run_dir), "--max-evals", "9",
+                     "--mode", "sync", "--seed", "11", "--no-mlflow", "--quiet",
+                     "--workspace", str(tmp_path / "ws")]) == 0
+        nodes = sorted(read_nodes(run_dir), key=lambda n: n.created_at)
+        codes.append([(n.code, n.score_full, n.status) for n in nodes])
+    assert codes[0] == codes[1]
+
+
+def test_an_openevolve_example_folder_runs_unchanged(tmp_path):
+    fixture = Path(__file__).parent / "fixtures" / "openevolve_task"
+    run_dir = tmp_path / "oe"
+    code = main(["run", str(fixture), "--run-dir", str(run_dir), "--max-evals", "10", "--no-mlflow",
+                 "--quiet", "--workspace", str(tmp_path / "ws")])
+    assert code == 0
+    nodes = read_nodes(run_dir)
+    assert sum(n.was_evaluated for n in nodes) == 10
+    evaluated = [n for n in nodes if n.status == EVALUATED]
+    assert evaluated and all("combined_score" in n.metrics for n in evaluated)
+
+
+def test_prefect_records_the_flow_and_a_task_run_per_stage_call(tmp_path):
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    code, run_dir = _run(tmp_path, "--no-mlflow", evals=6)
+    assert code == 0
+    status = read_status(run_dir)
+    nodes = read_nodes(run_dir)
+
+    async def task_runs() -> tuple[str, list[str]]:
+        async with get_client() as client:
+            flows = await client.read_flow_runs(limit=50)
+            mine = [f for f in flows if f.parameters.get("run_dir") == str(run_dir.resolve())]
+            assert len(mine) == 1
+            runs = await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[mine[0].id])))
+            return mine[0].state.type.value, [r.name for r in runs]
+
+    state, names = asyncio.run(task_runs())
+    assert state == "COMPLETED"
+    evaluations = [n for n in names if n.startswith("evaluate-")]
+    research = [n for n in names if n.startswith("research-")]
+    # the server may drop the last few records at exit; the node database is the record
+    assert len(evaluations) >= status["evaluations"] - 2 and len(research) >= 3
+    assert {f"evaluate-{n.id}" for n in nodes if n.was_evaluated} >= set(evaluations)

@@ -7,6 +7,7 @@ import random
 import time
 
 import openai
+
 from evoforge.infra.llm.types import Completion, LLMError
 
 _RETRYABLE = (

@@ -12,6 +12,7 @@ import time
 from typing import IO, Any
 
 import httpx
+
 from evoforge.infra.llm_sim.server import SimConfig
 
 _START_TIMEOUT_S = 30.0

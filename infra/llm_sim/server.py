@@ -21,12 +21,13 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import uvicorn
-from evoforge.infra.llm_sim.answers import build_answer, malformed_answer
-from evoforge.infra.llm_sim.latency import SlotPool, draw_latency
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from evoforge.infra.llm_sim.answers import build_answer, malformed_answer
+from evoforge.infra.llm_sim.latency import SlotPool, draw_latency
 
 ERROR_KINDS = ("429", "500", "hang", "malformed")
 _POLL_S = 0.05  # how often a waiting request checks whether its client is still there
