@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,25 +57,48 @@ async def evaluate_program(
 ) -> EvalOutcome:
     """Run ``task``'s evaluator on ``code`` in the sandbox and judge the result."""
     start = time.monotonic()
+    result = await run_harness(
+        task, code, _harness_args(task, stage), limits=limits, scratch_root=scratch_root
+    )
+    return judge(task, result, time.monotonic() - start)
+
+
+async def run_harness(
+    task: Task,
+    code: str,
+    args: list[str],
+    *,
+    limits: SandboxLimits | None = None,
+    scratch_root: Path | None = None,
+    files: dict[str, str] | None = None,
+    on_line: Callable[[dict], bool] | None = None,
+) -> SandboxResult:
+    """Run ``harness.py ARGS`` on ``code`` in a private copy of the task folder, then delete it.
+
+    ``files`` are extra text files written into that copy; ``on_line`` streams the result pipe
+    (see ``run_sandboxed``).
+    """
     limits = limits or SandboxLimits(timeout_s=task.timeout_s)
     workdir = Path(tempfile.mkdtemp(prefix="evoforge-eval-", dir=scratch_root))
-    prepare = asyncio.ensure_future(asyncio.to_thread(_prepare, task, code, workdir))
+    prepare = asyncio.ensure_future(asyncio.to_thread(_prepare, task, code, workdir, files or {}))
     try:
         await asyncio.shield(prepare)
-        result = await run_sandboxed(
-            _harness_argv(task, workdir, stage),
-            workdir,
-            limits,
-            env={"PYTHONPATH": f"{workdir}{os.pathsep}{COMPAT_DIR}", "PYTHONUNBUFFERED": "1"},
-        )
+        argv = [
+            sys.executable,
+            str(HARNESS),
+            "--evaluator", str(workdir / EVALUATOR),
+            "--program", str(workdir / task.program_name),
+            *args,
+        ]
+        env = {"PYTHONPATH": f"{workdir}{os.pathsep}{COMPAT_DIR}", "PYTHONUNBUFFERED": "1"}
+        return await run_sandboxed(argv, workdir, limits, env=env, on_line=on_line)
     finally:
         if not prepare.done():  # cancelled mid-copy: let the copy finish, then delete it
             await asyncio.wait({prepare})
         shutil.rmtree(workdir, ignore_errors=True)
-    return judge(task, result, time.monotonic() - start)
 
 
-def _prepare(task: Task, code: str, workdir: Path) -> None:
+def _prepare(task: Task, code: str, workdir: Path, files: dict[str, str]) -> None:
     shutil.copytree(
         task.root,
         workdir,
@@ -82,31 +106,23 @@ def _prepare(task: Task, code: str, workdir: Path) -> None:
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
     )
     (workdir / task.program_name).write_text(code, encoding="utf-8")
+    for name, text in files.items():
+        (workdir / name).write_text(text, encoding="utf-8")
 
 
-def _harness_argv(task: Task, workdir: Path, stage: str) -> list[str]:
-    argv = [
-        sys.executable,
-        str(HARNESS),
-        "--evaluator", str(workdir / EVALUATOR),
-        "--program", str(workdir / task.program_name),
-        "--stage", stage,
-    ]
+def _harness_args(task: Task, stage: str) -> list[str]:
+    args = ["--stage", stage]
     if task.stage_aware:
-        argv.append("--stage-aware")
+        args.append("--stage-aware")
     if task.cascade:
-        argv += ["--cascade", "--thresholds", ",".join(repr(t) for t in task.cascade_thresholds)]
-    return argv
+        args += ["--cascade", "--thresholds", ",".join(repr(t) for t in task.cascade_thresholds)]
+    return args
 
 
 def judge(task: Task, result: SandboxResult, seconds: float) -> EvalOutcome:
     """Turn a sandbox result into an outcome, applying the failure rules of the module doc."""
     payload = result.payload or {}
-    metrics = {
-        str(k): float(v)
-        for k, v in (payload.get("metrics") or {}).items()
-        if isinstance(v, int | float) and not isinstance(v, bool)
-    }
+    metrics = numeric_metrics(payload.get("metrics"))
     artifacts = {str(k): str(v) for k, v in (payload.get("artifacts") or {}).items()}
     stage = payload.get("cascade_stage")
     outcome = EvalOutcome(
@@ -128,6 +144,12 @@ def judge(task: Task, result: SandboxResult, seconds: float) -> EvalOutcome:
     return outcome
 
 
+def numeric_metrics(raw: object) -> dict[str, float]:
+    """The numeric entries of a reported metrics mapping, as floats."""
+    items = raw.items() if isinstance(raw, dict) else ()
+    return {str(k): float(v) for k, v in items if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
 def _failure(
     task: Task,
     result: SandboxResult,
@@ -139,14 +161,21 @@ def _failure(
         return result.describe_failure() or "the evaluation produced no result"
     if payload.get("ok") is not True:
         return str(payload.get("error") or "the evaluator failed without a reason")
+    cascade = f" (cascade stopped at stage {payload.get('cascade_stage')})" if task.cascade else ""
+    return metric_failure(task, metrics, artifacts, f"evaluator result{cascade}")
+
+
+def metric_failure(
+    task: Task, metrics: dict[str, float], artifacts: dict[str, str], source: str = "evaluator result"
+) -> str | None:
+    """Why a returned result fails: an ``error`` artifact, or a missing or non-finite objective."""
     reported = artifacts.get("error", "").strip()
     if reported:
         return f"evaluator reported error: {' '.join(reported.split())[:1000]}"
     if task.objective not in metrics:
         present = ", ".join(sorted(metrics)) or "none"
-        cascade = f" (cascade stopped at stage {payload.get('cascade_stage')})" if task.cascade else ""
         return (
-            f"metric '{task.objective}' missing from evaluator result{cascade}; "
+            f"metric '{task.objective}' missing from {source}; "
             f"numeric metrics present: {present}"
         )
     value = metrics[task.objective]

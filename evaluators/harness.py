@@ -6,6 +6,14 @@ never imports evoforge. The result is one JSON object written to the file descri
 or ``{"ok": false, "error": "...", "artifacts": {"traceback": ...}}``. Cascade evaluation follows
 OpenEvolve: run ``evaluate_stage1``; continue only while the merged metrics pass the stage's
 threshold (``combined_score`` if present, else the mean of the numeric metrics but ``error``).
+
+Two more modes serve case-based evaluators (``cases()`` and ``evaluate_case(program, case)``):
+``--list-cases`` reports ``{"ok": true, "cases": ["0", "1", ...]}``; ``--cases-file F`` reads a
+JSON list of case ids (as strings; the file is deleted once read), imports evaluator.py once and
+streams one JSON line per case as soon as it is done -- ``{"case": "17", "metrics": {...},
+"artifacts": {...}}`` or ``{"case": "17", "error": "...", "artifacts": {...}}``, stopping after
+the first failure -- then ``{"done": true}``, or ``{"done": true, "error": "..."}`` when no case
+could run (evaluator.py fails to load, unknown case id).
 """
 
 from __future__ import annotations
@@ -171,8 +179,67 @@ def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
         }
 
 
+def _failure(exc: BaseException, where: str) -> dict[str, Any]:
+    return {"error": _describe(exc, where), "artifacts": {"traceback": _traceback_tail(exc)}}
+
+
+def _case_ids(module: Any) -> dict[str, Any]:
+    """``cases()`` keyed by ``str(id)``; ids must be JSON-able ints or strings, unique as strings."""
+    ids = list(_call(module.cases))
+    for case in ids:
+        if isinstance(case, bool) or not isinstance(case, numbers.Integral | str):
+            kind = type(case).__name__
+            raise ResultError(f"returned a case id {case!r} of type {kind}, expected int or str")
+    keyed = {str(case): case for case in ids}
+    if len(keyed) != len(ids):
+        raise ResultError("returned case ids that are equal as strings")
+    return keyed
+
+
+def _list_cases(args: argparse.Namespace) -> dict[str, Any]:
+    where = "loading evaluator.py"
+    try:
+        module = _load_evaluator(args.evaluator)
+        where = "cases()"
+        return {"ok": True, "cases": list(_case_ids(module))}
+    except BaseException as exc:  # noqa: BLE001 - reported, not raised
+        return {"ok": False, **_failure(exc, where)}
+
+
+def _stream_cases(args: argparse.Namespace, pipe: Any) -> None:
+    """Evaluate each case of the cases file in order, writing one flushed JSON line per case."""
+
+    def emit(record: dict[str, Any]) -> None:
+        pipe.write(json.dumps(record, default=str).encode("utf-8") + b"\n")
+        pipe.flush()
+
+    where = "reading the cases file"
+    try:
+        with open(args.cases_file, encoding="utf-8") as handle:
+            order = [str(case) for case in json.load(handle)]
+        os.remove(args.cases_file)
+        where = "loading evaluator.py"
+        module = _load_evaluator(args.evaluator)
+        where = "cases()"
+        known = _case_ids(module)
+        unknown = [case for case in order if case not in known]
+        if unknown:
+            raise ResultError(f"does not list the requested case ids {unknown[:5]}")
+    except BaseException as exc:  # noqa: BLE001 - reported, not raised
+        emit({"done": True, **_failure(exc, where)})
+        return
+    for case in order:
+        try:
+            metrics, artifacts = _split_result(_call(module.evaluate_case, args.program, known[case]))
+        except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate failures
+            emit({"case": case, **_failure(exc, f"evaluate_case({case!r})")})
+            break
+        emit({"case": case, "metrics": metrics, "artifacts": artifacts})
+    emit({"done": True})
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Evaluate one program and write the JSON report to the result pipe, then exit at once."""
+    """Evaluate one program (or list or stream its cases) into the result pipe, then exit at once."""
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     parser = argparse.ArgumentParser(description=__doc__)
@@ -182,12 +249,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stage-aware", action="store_true")
     parser.add_argument("--cascade", action="store_true")
     parser.add_argument("--thresholds", default="")
+    parser.add_argument("--list-cases", action="store_true")
+    parser.add_argument("--cases-file")
     args = parser.parse_args(argv)
     fd = int(os.environ.pop("EVOFORGE_RESULT_FD"))
     os.set_inheritable(fd, False)
-    report = json.dumps(_evaluate(args), default=str).encode("utf-8")
     with os.fdopen(fd, "wb") as pipe:
-        pipe.write(report)
+        if args.cases_file:
+            _stream_cases(args, pipe)
+        else:
+            report = _list_cases(args) if args.list_cases else _evaluate(args)
+            pipe.write(json.dumps(report, default=str).encode("utf-8"))
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()

@@ -3,7 +3,9 @@
 The child gets a private working directory, a scrubbed environment (no API keys), rlimits on
 memory, CPU time and file size, and a process limit: a per-run ``pids`` cgroup when running as
 root (root ignores RLIMIT_NPROC), else RLIMIT_NPROC. Its result travels on a dedicated pipe whose
-descriptor number is in ``EVOFORGE_RESULT_FD``; stdout and stderr are only kept as tails.
+descriptor number is in ``EVOFORGE_RESULT_FD``; stdout and stderr are only kept as tails. The
+pipe is read either whole (one JSON object, the default) or as JSON lines handed to an ``on_line``
+hook as they arrive; the hook returning False kills the run at once (``stopped=True``).
 
 This limits accidents (infinite loops, memory or fork bombs, crashes), not a determined attacker:
 a root child can still leave its cgroup. Example::
@@ -69,21 +71,23 @@ class SandboxResult:
     signal_name: str | None
     limits: SandboxLimits | None = None
     process_limit: str = "none"
+    stopped: bool = False  # streaming: the line hook asked to stop, or a line was unreadable
+    stream_error: str | None = None  # streaming: why the stream was unreadable
 
-    def describe_failure(self) -> str | None:
-        """A one-paragraph reason, or None when the child exited 0 with a payload."""
+    def describe_failure(self, note: str = "", missing: str = "a result") -> str | None:
+        """A one-paragraph reason (``note`` follows it), or None after an exit 0 with a payload."""
         if self.timed_out:
             limit = self.limits.timeout_s if self.limits else self.seconds
-            return f"timed out after {limit:.1f} s" + self._stderr_hint()
+            return f"timed out after {limit:.1f} s{note}" + self._stderr_hint()
         if self.signal_name:
-            return f"killed by {self.signal_name}{self._signal_cause()}" + self._stderr_hint()
+            return f"killed by {self.signal_name}{self._signal_cause()}{note}" + self._stderr_hint()
         if self.returncode == 0 and self.payload is not None:
             return None
         if self.returncode == 0:
-            reason = "exited with code 0 without writing a result (os._exit or a killed harness?)"
+            reason = f"exited with code 0 without writing {missing} (os._exit or a killed harness?)"
         else:
-            reason = f"exited with code {self.returncode} without writing a result"
-        return reason + self._stderr_hint()
+            reason = f"exited with code {self.returncode} without writing {missing}"
+        return reason + note + self._stderr_hint()
 
     def _signal_cause(self) -> str:
         if self.signal_name == "SIGXCPU" and self.limits:
@@ -189,30 +193,69 @@ class _ChildProtocol(asyncio.SubprocessProtocol):
 
 
 class _ResultProtocol(asyncio.Protocol):
-    """Reads the result pipe to EOF, keeping at most the payload size cap."""
+    """Reads the result pipe to EOF (at most the payload cap), or line by line into ``on_line``."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_line: Callable[[dict], bool] | None = None) -> None:
         self.data = bytearray()
         self.overflow = False
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.on_line = on_line
+        self.stream_error: str | None = None
+        self.hook_error: BaseException | None = None
+        loop = asyncio.get_running_loop()
+        self.closed: asyncio.Future[None] = loop.create_future()
+        self.stop: asyncio.Future[None] = loop.create_future()
 
     def data_received(self, data: bytes) -> None:
+        if self.stop.done():
+            return
         if len(self.data) + len(data) > _MAX_PAYLOAD_BYTES:
             self.overflow = True
+            self._halt("a result line is larger than the payload cap")
         else:
             self.data += data
+        if self.on_line is not None and b"\n" in data:
+            *lines, rest = bytes(self.data).split(b"\n")
+            self.data = bytearray(rest)
+            for line in lines:
+                self._deliver(line)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.on_line is not None:
+            self._deliver(bytes(self.data))  # a last line without its newline
         _resolve(self.closed)
 
-    def payload(self) -> dict | None:
-        if self.overflow or not self.data:
-            return None
+    def _deliver(self, line: bytes) -> None:
+        if self.stop.done() or not line.strip():
+            return
+        value = _parse_json(line)
+        if not isinstance(value, dict):
+            self._halt(f"unreadable result line: {line[:200].decode('utf-8', 'replace')!r}")
+            return
         try:
-            value = json.loads(self.data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+            keep_going = self.on_line(value)  # type: ignore[misc]
+        except BaseException as exc:  # re-raised by run_sandboxed once the child is dead
+            self.hook_error = exc
+            keep_going = False
+        if keep_going is False:
+            _resolve(self.stop)
+
+    def _halt(self, reason: str) -> None:
+        if self.on_line is not None:
+            self.stream_error = reason
+            _resolve(self.stop)
+
+    def payload(self) -> dict | None:
+        if self.on_line is not None or self.overflow or not self.data:
             return None
+        value = _parse_json(bytes(self.data))
         return value if isinstance(value, dict) else None
+
+
+def _parse_json(data: bytes) -> object:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -232,8 +275,14 @@ async def run_sandboxed(
     workdir: Path,
     limits: SandboxLimits,
     env: dict[str, str] | None = None,
+    on_line: Callable[[dict], bool] | None = None,
 ) -> SandboxResult:
-    """Run ``argv`` in ``workdir`` under ``limits`` and collect its result pipe and output tails."""
+    """Run ``argv`` in ``workdir`` under ``limits`` and collect its result pipe and output tails.
+
+    With ``on_line``, each JSON-object line of the result pipe is passed to it as it arrives (no
+    ``payload``); returning False, or an unreadable line, kills the run at once. An exception
+    raised by ``on_line`` also kills the run, and is re-raised once the child is gone.
+    """
     loop = asyncio.get_running_loop()
     mechanism = process_limit_mechanism()
     parent = pids_cgroup_parent() if mechanism == "cgroup-pids" else None
@@ -241,7 +290,7 @@ async def run_sandboxed(
     nproc = _user_process_count() + limits.max_procs if mechanism == "rlimit-nproc" else None
     read_fd, write_fd = os.pipe()
     procs_fd = cgroup.open_procs_fd() if cgroup else None
-    result = _ResultProtocol()
+    result = _ResultProtocol(on_line)
     result_transport: asyncio.BaseTransport | None = None
     start = time.monotonic()
     try:
@@ -274,12 +323,14 @@ async def run_sandboxed(
             os.close(procs_fd)
 
     pid = transport.get_pid()
-    timed_out = False
+    timed_out = killed = False
     try:
-        done, _ = await asyncio.wait({child.exited}, timeout=limits.timeout_s)
+        done, _ = await asyncio.wait(
+            {child.exited, result.stop}, timeout=limits.timeout_s, return_when=asyncio.FIRST_COMPLETED
+        )
         seconds = time.monotonic() - start
-        if not done:
-            timed_out = True
+        if child.exited not in done:  # timed out, or the line hook asked to stop
+            timed_out, killed = not done, True
             _kill_group(pid, cgroup)
             await asyncio.wait({child.exited}, timeout=_READER_GRACE_S)
         _kill_group(pid, cgroup)  # stragglers the child left behind
@@ -291,6 +342,8 @@ async def run_sandboxed(
         if cgroup is not None:
             await asyncio.shield(asyncio.ensure_future(cgroup.destroy()))
 
+    if result.hook_error is not None:
+        raise result.hook_error
     code = transport.get_returncode()
     effective = "cgroup-pids" if cgroup else ("rlimit-nproc" if nproc is not None else "none")
     return SandboxResult(
@@ -300,9 +353,11 @@ async def run_sandboxed(
         stdout_tail=child.tails[1].text(),
         stderr_tail=child.tails[2].text(),
         payload=result.payload(),
-        signal_name=None if timed_out else _signal_name(code),
+        signal_name=None if killed else _signal_name(code),
         limits=limits,
         process_limit=effective,
+        stopped=result.stop.done(),
+        stream_error=result.stream_error,
     )
 
 

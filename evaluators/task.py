@@ -4,8 +4,8 @@ A task folder holds the program (with one EVOLVE-BLOCK-START/END pair), ``evalua
 defining ``evaluate(program_path)``, and optionally:
 
 - ``task.yaml`` (ours, strict): ``name``, ``program``, ``description``, ``timeout_s``,
-  ``objective: {metric, direction}``, ``cascade``, ``cascade_thresholds``. Any other key is an
-  error that names it.
+  ``objective: {metric, direction}``, ``cascade``, ``cascade_thresholds``, ``cases`` (``false``
+  evaluates a case-based evaluator as a plain one). Any other key is an error that names it.
 - ``config.yaml`` (OpenEvolve's, lenient): only ``evaluator.timeout`` -> ``timeout_s``,
   ``evaluator.cascade_evaluation`` -> ``cascade``, ``evaluator.cascade_thresholds`` ->
   ``cascade_thresholds`` and ``prompt.system_message`` -> ``description`` are read; every other
@@ -14,6 +14,8 @@ defining ``evaluate(program_path)``, and optionally:
 ``task.yaml`` wins over ``config.yaml``. Cascade is on when ``evaluate_stage1`` exists and no
 config turns it off (OpenEvolve's default), with OpenEvolve's default thresholds (0.5, 0.75, 0.9)
 when none are given; without ``evaluate_stage1`` OpenEvolve evaluates directly, and so do we.
+A task is case-based (``evaluators/cases.py``) when ``evaluator.py`` also defines ``cases()`` and
+``evaluate_case(program_path, case)`` and ``task.yaml`` does not say ``cases: false``.
 The evaluator is inspected by parsing it, never by importing it. Example::
 
     task = load_task("circle_packing")
@@ -31,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from evoforge.infra import pyast
 from evoforge.infra.evolve_block import END_MARKER, START_MARKER, EditError, split_program
 
 TASK_YAML = "task.yaml"
@@ -61,6 +64,7 @@ class Task:
     cascade: bool = False
     cascade_thresholds: tuple[float, ...] = ()
     stage_aware: bool = False
+    case_based: bool = False
     sources: tuple[str, ...] = ()
 
     def better(self, a: float, b: float) -> bool:
@@ -96,6 +100,9 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     if ours and ours.get("cascade") and not has_stage1:
         raise TaskError(f"{TASK_YAML}: cascade is true but {EVALUATOR} defines no evaluate_stage1")
     cascade = has_stage1 and settings.get("cascade", True)  # OpenEvolve: no stage1, no cascade
+    has_cases = {"cases", "evaluate_case"} <= functions.keys()
+    if ours and ours.get("cases") and not has_cases:
+        raise TaskError(f"{TASK_YAML}: cases is true but {EVALUATOR} lacks cases() or evaluate_case()")
     thresholds = tuple(settings.get("cascade_thresholds") or OPENEVOLVE_THRESHOLDS)
     objective = settings.get("objective", {})
     sources = []
@@ -116,6 +123,7 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
         cascade=cascade,
         cascade_thresholds=thresholds if cascade else (),
         stage_aware="stage" in functions.get("evaluate", ()),
+        case_based=has_cases and settings.get("cases", True),
         sources=tuple(sources),
     )
 
@@ -240,6 +248,7 @@ _TASK_FIELDS = {
     "objective": _objective,
     "cascade": _flag,
     "cascade_thresholds": _numbers,
+    "cases": _flag,
 }
 _OPENEVOLVE_FIELDS = {
     ("evaluator", "timeout"): ("timeout_s", _timeout),
@@ -301,7 +310,7 @@ def _read_program(root: Path, name: str) -> str:
 
 def _parse(code: str, name: str) -> ast.Module:
     try:
-        return ast.parse(code, filename=name)
+        return pyast.parse(code, filename=name)
     except SyntaxError as exc:
         raise TaskError(f"{name}: syntax error at line {exc.lineno}: {exc.msg}") from None
 

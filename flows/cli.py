@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.flows import prefect_env  # noqa: F401  (Prefect settings before Prefect loads)
+from evoforge.flows.bench_cli import add_bench_parser, run_bench
 from evoforge.infra.llm_sim import cli_args as sim_args
 
 USER_ERROR, ENGINE_ERROR, INTERRUPTED = 2, 1, 130
@@ -46,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--mode", choices=["async", "sync"])
     run.add_argument("--workers", type=_parse_workers, help="e.g. research=8,engineer=2")
     run.add_argument("--seed", type=int)
+    run.add_argument("--sampler", help="parent sampler: greedy, uniform, ucb1, map_elites, islands")
+    run.add_argument("--staleness", choices=["full", "guarded", "reflective"], help="staleness policy")
+    run.add_argument("--alpha-spec", type=float, help="speculative completion after this share of cases")
+    run.add_argument("--adaptive", action="store_true", help="adaptive worker counts")
     run.add_argument("--no-mlflow", action="store_true", help="do not track in MLflow")
     run.add_argument("--no-prefect-tasks", action="store_true",
                      help="run stages inline instead of as Prefect task runs (the flow stays)")
@@ -61,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     best.add_argument("-o", "--output", type=Path)
     sim = sub.add_parser("llm-sim", help="local OpenAI-compatible LLM simulator (no real LLM)")
     sim_args.add_arguments(sim)
+    add_bench_parser(sub)
     return parser
 
 
@@ -78,6 +84,10 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
         "engine.workers.research": workers.get("research"),
         "engine.workers.engineer": workers.get("engineer"),
         "tracking.mlflow": False if ns.no_mlflow else None,
+        "search.sampler": ns.sampler,
+        "staleness.policy": ns.staleness,
+        "speculation.alpha_spec": ns.alpha_spec,
+        "adaptive.enabled": True if ns.adaptive else None,
     }
 
 
@@ -145,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
             return commands.cmd_leaderboard(ns.run_dir)
         if ns.command == "best":
             return commands.cmd_best(ns.run_dir, ns.output)
+        if ns.command == "bench":
+            return run_bench(ns)
         from evoforge.infra.llm_sim.server import serve
 
         try:

@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect import flow
 
+from evoforge.evaluators.cases import list_cases
 from evoforge.evaluators.task import TaskError, load_task
 from evoforge.flows.budget import Budget
 from evoforge.flows.engine import AsyncEngine
@@ -28,6 +29,15 @@ from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.nodes import EVALUATED
 
 log = logging.getLogger("evoforge.run")
+
+
+ACCOUNTING = (
+    "evaluations", "proposals", "nodes_evaluated", "nodes_failed", "candidates_per_min",
+    "accepted_per_min", "proposals_per_min", "dropped_stale", "reflected", "patched", "pruned",
+    "speculative_released", "confirmed", "rolled_back", "wasted_llm_s", "wasted_eval_s",
+    "patched_llm_s", "tokens_in", "tokens_out", "llm_s", "eval_s", "commit_busy_s",
+    "commit_wait_s", "wall_s",
+)
 
 
 class SeedFailed(TaskError):
@@ -57,6 +67,7 @@ async def _evaluate_seed(session: Session, stages: StageTasks) -> None:
         return
     item = await stages.engineer(session.seed_item)
     session.committer.record_result(item)
+    session.committer.flush()
     assert item.node is not None
     if item.node.status != EVALUATED:
         raise SeedFailed(f"the initial program of '{session.ctx.task.name}' failed its evaluation: "
@@ -72,7 +83,9 @@ async def evolution_run(task_spec: str, run_dir: str, config: dict[str, Any], wo
     llm = make_backend(cfg.llm, cfg.seed)
     if isinstance(llm, OpenAIBackend):
         await llm.check()
-    session = open_session(task, cfg, Path(run_dir), llm, Path(workspace))
+    Path(run_dir).mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - startup, nothing runs yet
+    cases = await list_cases(task, scratch_root=Path(run_dir)) if task.case_based else None
+    session = open_session(task, cfg, Path(run_dir), llm, Path(workspace), cases=cases)
     handler = attach_run_log(session.paths.log)
     stop = asyncio.Event()
     _install_stop_handlers(stop)
@@ -118,6 +131,9 @@ async def evolution_run(task_spec: str, run_dir: str, config: dict[str, Any], wo
             sys.stderr.write("\n")
         final = snapshot(state)
         log.info("run %s %s: %s", session.ctx.run_id, state, final.get("stop_reason"))
+        if session.tracker is not None:  # the run's accounting on the parent MLflow run
+            session.tracker.log_parent(metrics={k: v for k, v in final.items() if k in ACCOUNTING},
+                                       step=final["evaluations"])
         session.close(mlflow_status)
         await llm.close()
         detach_run_log(handler)

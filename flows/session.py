@@ -12,15 +12,17 @@ from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.types import LLMBackend
-from evoforge.infra.nodes import EVALUATED, PROPOSED, Node, new_node_id
+from evoforge.infra.nodes import EVALUATED, PROPOSED, SPECULATIVE, Node, new_node_id
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.infra.tracking import Tracker, default_tracking_uri
+from evoforge.stages.case_order import CaseOrder
 from evoforge.stages.commit import Committer
 from evoforge.stages.context import StageContext
+from evoforge.stages.history import NEW_BEST, PoolHistory
 from evoforge.stages.item import Item
 from evoforge.stages.pool import Pool
-from evoforge.stages.sample import make_sampler
+from evoforge.stages.sample import rebuild_sampler
 from evoforge.stages.stats import RunStats
 
 
@@ -41,6 +43,7 @@ class Session:
     seed_item: Item | None  # the initial program, still to be evaluated
 
     def close(self, status: str = "FINISHED") -> None:
+        self.committer.flush()
         self.store.set_meta("wall_s", self.committer.wall_s())
         self.store.close()
         if self.tracker is not None:
@@ -73,9 +76,24 @@ def _tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_
     return tracker
 
 
+def _rebuild_pool(nodes: list[Node], maximize: bool, v: int) -> tuple[Pool, PoolHistory]:
+    """The pool, and its new-best history replayed in the order evaluations finished."""
+    finished = sorted(nodes, key=lambda n: n.evaluated_at or n.created_at)
+    pool = Pool.rebuild(finished, maximize, v)
+    history, best, version = PoolHistory(), None, 0
+    for node in finished:
+        if node.status == EVALUATED and node.score_full is not None and pool.better(node, best):
+            best, version = node, version + 1
+            history.record(version, NEW_BEST, node)
+    return pool, history
+
+
 def _resumed_items(nodes: list[Node], by_id: dict[str, Node], seed: Node | None) -> list[Item]:
     items = []
     for node in nodes:
+        if node.status == SPECULATIVE:  # its confirmation was cut off: evaluate it again
+            node.status, node.speculative_at, node.score_partial = PROPOSED, None, None
+            node.evaluated_at = None
         if node.status == PROPOSED and node.origin != "seed":
             parent = by_id.get(node.parent_id or "") or seed
             if parent is not None:
@@ -84,7 +102,7 @@ def _resumed_items(nodes: list[Node], by_id: dict[str, Node], seed: Node | None)
 
 
 def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
-                 workspace: Path) -> Session:
+                 workspace: Path, cases: list[str] | None = None) -> Session:
     """Create or resume the run in `run_dir`."""
     paths = RunPaths(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -101,19 +119,22 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
     nodes = store.all()
     by_id = {n.id: n for n in nodes}
     maximize = task.direction == "maximize"
-    pool = Pool.rebuild(nodes, maximize, v=store.get_meta("pool_version", 0))
-    sampler = make_sampler(cfg.search)
-    for node in nodes:
-        if node.status == EVALUATED:
-            sampler.on_node_added(node, pool)
+    pool, history = _rebuild_pool(nodes, maximize, v=store.get_meta("pool_version", 0))
+    case_order = None
+    if cases:
+        saved = store.get_meta("case_order")
+        case_order = (CaseOrder.from_state(saved) if saved and sorted(saved.get("order", [])) == sorted(cases)
+                      else CaseOrder(cases, window=cfg.speculation.reorder_window))
+    sampler = rebuild_sampler(cfg.search, nodes, pool)
     stats = RunStats.rebuild(nodes)
     tracker = _tracker(cfg, store, workspace, task, run_id)
     committer = Committer(store, paths, pool, sampler, stats, task.name, tracker,
-                          wall_s_before=store.get_meta("wall_s", 0.0))
+                          wall_s_before=store.get_meta("wall_s", 0.0), history=history,
+                          case_order=case_order)
     paths.scratch.mkdir(exist_ok=True)
     ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=pool, sampler=sampler,
                        rng=random.Random(f"{cfg.seed}-{stats.proposals}"), limits=_limits(task, cfg),
-                       scratch=paths.scratch)
+                       scratch=paths.scratch, history=history, case_order=case_order)
     seeds = [n for n in nodes if n.origin == "seed"]
     seed_item = None
     if not seeds:

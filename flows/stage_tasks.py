@@ -6,6 +6,7 @@ import logging
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from prefect import task
 from prefect.cache_policies import NO_CACHE
@@ -14,21 +15,24 @@ from evoforge.infra.nodes import FAILED
 from evoforge.stages.context import StageContext
 from evoforge.stages.engineer import engineer
 from evoforge.stages.item import FAILED_EVALUATION, FAILED_RESEARCH, Item
+from evoforge.stages.reflect import reflect
 from evoforge.stages.research import new_candidate, research
 
 log = logging.getLogger("evoforge.engine")
 
 StageFn = Callable[[Item], Awaitable[Item]]
+EventFn = Callable[[str | None, Item, Callable[[Item], Any]], Awaitable[Any]]
+_OPTIONS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, "retries": 0}
 
 
 def _guarded(stage: str, fn: Callable[[Item, StageContext], Awaitable[Item]], ctx: StageContext,
-             errors: list[str]) -> Callable[[Item], Awaitable[Item]]:
+             errors: list[str]) -> StageFn:
     """Run a stage; an unexpected error fails that node (recorded) instead of the whole run."""
 
     async def run(item: Item) -> Item:
         try:
             return await fn(item, ctx)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - recorded on the node and in run.log
             log.error("internal error in %s stage:\n%s", stage, traceback.format_exc())
             errors.append(f"{stage}: {type(exc).__name__}: {exc}")
             node = item.node or new_candidate(item, ctx)
@@ -43,11 +47,17 @@ def _guarded(stage: str, fn: Callable[[Item, StageContext], Awaitable[Item]], ct
 
 @dataclass
 class StageTasks:
-    """The research and engineer stages, wrapped as Prefect tasks bound to one run's context."""
+    """The stages bound to one run's context, as Prefect tasks (or plain calls)."""
 
     research: StageFn
     engineer: StageFn
+    reflect: StageFn
+    event: EventFn  # a named commit-side event (speculative release, settlement) as a task run
     internal_errors: list[str]
+
+
+def _label(item: Item) -> str:
+    return item.node.id if item.node is not None else f"from-{item.parent.id}"
 
 
 def build_stage_tasks(ctx: StageContext, use_prefect: bool = True) -> StageTasks:
@@ -55,24 +65,39 @@ def build_stage_tasks(ctx: StageContext, use_prefect: bool = True) -> StageTasks
     errors: list[str] = []
     run_research = _guarded("research", research, ctx, errors)
     run_engineer = _guarded("engineer", engineer, ctx, errors)
+    run_reflect = _guarded("reflect", lambda item, c: reflect(item, c, c.history), ctx, errors)
+
+    async def plain_event(name: str | None, item: Item, fn: Callable[[Item], Any]) -> Any:
+        return fn(item)
+
     if not use_prefect:
-        return StageTasks(run_research, run_engineer, errors)
+        return StageTasks(run_research, run_engineer, run_reflect, plain_event, errors)
 
-    options = dict(cache_policy=NO_CACHE, persist_result=False, retries=0)
-
-    @task(name="research", task_run_name="research-{label}", **options)
+    @task(name="research", task_run_name="research-{label}", **_OPTIONS)
     async def research_task(label: str, item: Item) -> Item:
         return await run_research(item)
 
-    @task(name="engineer", task_run_name="evaluate-{label}", **options)
+    @task(name="engineer", task_run_name="evaluate-{label}", **_OPTIONS)
     async def engineer_task(label: str, item: Item) -> Item:
         return await run_engineer(item)
 
-    async def research_call(item: Item) -> Item:
-        return await research_task(f"from-{item.parent.id}", item)
+    @task(name="reflect", task_run_name="reflect-{label}", **_OPTIONS)
+    async def reflect_task(label: str, item: Item) -> Item:
+        return await run_reflect(item)
 
-    async def engineer_call(item: Item) -> Item:
-        assert item.node is not None
-        return await engineer_task(item.node.id, item)
+    @task(name="commit-event", task_run_name="{name}-{label}", **_OPTIONS)
+    async def event_task(name: str, label: str, item: Item, fn: Callable[[Item], Any]) -> Any:
+        return fn(item)
 
-    return StageTasks(research_call, engineer_call, errors)
+    async def event(name: str | None, item: Item, fn: Callable[[Item], Any]) -> Any:
+        if name is None:
+            return fn(item)
+        return await event_task(name, _label(item), item, fn)
+
+    return StageTasks(
+        research=lambda item: research_task(_label(item), item),
+        engineer=lambda item: engineer_task(_label(item), item),
+        reflect=lambda item: reflect_task(_label(item), item),
+        event=event,
+        internal_errors=errors,
+    )

@@ -36,6 +36,7 @@ class SyncEngine:
         for item in items:
             self.committer.record_result(item)
             self.budget.in_flight -= 1
+        self.committer.flush()
 
     async def run(self, resumed: list[Item]) -> None:
         work = asyncio.create_task(self._generations(resumed))
@@ -63,6 +64,7 @@ class SyncEngine:
             await self._finish(failed)
             for item in proposed:
                 self.committer.record_proposal(item)
+            self.committer.flush()
             self.phase = "evaluate"
             await self._finish(list(await asyncio.gather(*(self._evaluate(i) for i in proposed))))
             self.phase = "idle"

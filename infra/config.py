@@ -65,19 +65,63 @@ class EngineConfig(_Section):
     progress_interval_s: float = Field(default=2.0, gt=0)
 
 
-class SearchConfig(_Section):
-    """How parents and inspirations are chosen."""
+class StalenessConfig(_Section):
+    """What happens to an item designed against an older pool version (FlashEvolve)."""
 
-    sampler: Literal["greedy", "uniform"] = "greedy"
-    exploration: float = Field(default=0.2, ge=0, le=1)
-    exploitation: float = Field(default=0.6, ge=0, le=1)
-    elite_size: int = Field(default=5, ge=1)
-    num_inspirations: int = Field(default=2, ge=0, le=10)
+    policy: Literal["full", "guarded", "reflective"] = "full"
+    max_staleness: int = Field(default=2, ge=0)  # guarded: drop past this
+    similarity_threshold: float = Field(default=0.2, ge=0, le=1)  # reflective: reflect only above
+
+
+class SpeculationConfig(_Section):
+    """Speculative stage completion over an evaluator's validation cases."""
+
+    alpha_spec: float | None = Field(default=None, gt=0, le=1)  # None: off
+    reorder_window: int = Field(default=3, ge=1)  # cases passed this many rounds move to the back
+    prune: bool = True  # stop an evaluation whose prefix cannot beat the pool
+
+
+class AdaptiveConfig(_Section):
+    """Worker counts that follow each stage's measured rate."""
+
+    enabled: bool = False
+    tau_s: float = Field(default=5.0, gt=0)
+    min_workers: int = Field(default=1, ge=1)
+    max_research: int = Field(default=32, ge=1)
+    max_engineer: int = Field(default=8, ge=1)
+
+
+class SearchConfig(_Section):
+    """How parents and inspirations are chosen, and which candidates count as novel."""
+
+    sampler: Literal["greedy", "uniform", "ucb1", "map_elites", "islands"] = "greedy"
+    exploration: float = Field(default=0.2, ge=0, le=1)  # share of parents drawn uniformly
+    exploitation: float = Field(default=0.6, ge=0, le=1)  # share of parents that are a best node
+    elite_size: int = Field(default=5, ge=1)  # the rest come from the top elite_size
+    num_inspirations: int = Field(default=3, ge=0, le=10)  # labelled best / diverse / recent
+    ucb1_c: float = Field(default=1.0, ge=0)  # UCB1: normalised score + c * sqrt(ln N / n_i)
+    map_elites_features: list[str] = Field(default_factory=lambda: ["complexity", "diversity"],
+                                           min_length=1, max_length=4)
+    map_elites_bins: int = Field(default=10, ge=2, le=1000)  # bins per feature dimension
+    feature_ranges: dict[str, tuple[float, float]] = Field(default_factory=dict)  # task-metric features
+    islands: int = Field(default=5, ge=1, le=1000)
+    migration_interval: int = Field(default=10, ge=1)  # generations (one child per island each)
+    migration_rate: float = Field(default=0.1, ge=0, le=1)  # share of an island that migrates
+    credit_weight: float = Field(default=0.0, ge=0)  # weight of descendant credit; 0: off
+    credit_decay: float = Field(default=0.5, gt=0, le=1)  # per generation up the lineage
+    novelty_threshold: float | None = Field(default=None, gt=0, le=1)  # reject at this similarity
 
     @model_validator(mode="after")
     def _ratios(self) -> SearchConfig:
         if self.exploration + self.exploitation > 1 + 1e-9:
             raise ValueError("exploration + exploitation must be <= 1")
+        for name in self.map_elites_features:
+            if name not in ("complexity", "diversity") and name not in self.feature_ranges:
+                raise ValueError(f"map_elites_features: '{name}' is a task metric and needs "
+                                 f"feature_ranges.{name}: [low, high]")
+        for name, (low, high) in self.feature_ranges.items():
+            if not low < high:
+                raise ValueError(f"feature_ranges.{name}: low must be below high")
         return self
 
 
@@ -106,6 +150,9 @@ class RunConfig(_Section):
     budget: BudgetConfig = BudgetConfig()
     engine: EngineConfig = EngineConfig()
     search: SearchConfig = SearchConfig()
+    staleness: StalenessConfig = StalenessConfig()
+    speculation: SpeculationConfig = SpeculationConfig()
+    adaptive: AdaptiveConfig = AdaptiveConfig()
     sandbox: SandboxConfig = SandboxConfig()
     tracking: TrackingConfig = TrackingConfig()
 

@@ -13,8 +13,9 @@ EVALUATED = "evaluated"
 FAILED = "failed"
 STALE = "stale"
 ROLLED_BACK = "rolled_back"
-SPECULATIVE = "speculative"
-STATUSES = (PROPOSED, EVALUATED, FAILED, STALE, ROLLED_BACK, SPECULATIVE)
+SPECULATIVE = "speculative"  # in the pool on a partial evaluation, awaiting confirmation
+PRUNED = "pruned"  # evaluation stopped early: its validation prefix could not beat the pool
+STATUSES = (PROPOSED, EVALUATED, FAILED, STALE, ROLLED_BACK, SPECULATIVE, PRUNED)
 
 # Evaluation stages; each has its own score column, never one mixed column.
 SCORE_STAGES = ("pilot", "full", "final")
@@ -34,6 +35,7 @@ class Node:
     code: str
     parent_id: str | None = None
     inspiration_ids: list[str] = field(default_factory=list)
+    inspirations_used: list[str] = field(default_factory=list)  # the ones the researcher says it used
     island: int = 0
     branch: str | None = None
     generation: int = 0
@@ -46,12 +48,18 @@ class Node:
     score_pilot: float | None = None
     score_full: float | None = None
     score_final: float | None = None
+    score_partial: float | None = None  # on the validation prefix (speculative completion)
     metrics: dict[str, float] = field(default_factory=dict)
+    case_scores: dict[str, float] = field(default_factory=dict)  # objective per validation case
+    cases_done: int = 0
     artifacts: dict[str, str] = field(default_factory=dict)
     analysis: str = ""
     status: str = PROPOSED
     error: str | None = None
-    failed_stage: str | None = None  # research | engineer
+    failed_stage: str | None = None  # research | reflect | engineer
+    staleness: int = 0  # v - v_i when the item reached evaluation
+    reflection: str = ""  # what the staleness policy decided, e.g. "guarded: dropped (staleness 3 > 2)"
+    speculative_at: float | None = None  # when it entered the pool on a partial score
     tokens_in: int = 0
     tokens_out: int = 0
     llm_s: float = 0.0

@@ -21,7 +21,8 @@ _SQL_TYPES = {
     "dict[str, float]": "VARCHAR",
     "dict[str, str]": "VARCHAR",
 }
-_EMPTY = {"inspiration_ids": list, "metrics": dict, "artifacts": dict}
+_EMPTY = {"inspiration_ids": list, "inspirations_used": list, "metrics": dict, "case_scores": dict,
+          "artifacts": dict}
 _JSON_FIELDS = set(_EMPTY)
 _COLUMNS = [f.name for f in fields(Node)]
 
@@ -64,10 +65,27 @@ class NodeStore:
 
     def put(self, node: Node) -> None:
         """Insert or replace one node."""
-        row = node.to_row()
-        values = [json.dumps(row[c]) if c in _JSON_FIELDS else row[c] for c in _COLUMNS]
+        self.write([node], {})
+
+    def write(self, nodes: list[Node], meta: dict[str, Any]) -> None:
+        """Insert or replace nodes and set meta keys, all in one transaction."""
+        if not nodes and not meta:
+            return
+        rows = []
+        for node in nodes:
+            row = node.to_row()
+            rows.append([json.dumps(row[c]) if c in _JSON_FIELDS else row[c] for c in _COLUMNS])
         marks = ", ".join("?" for _ in _COLUMNS)
-        self._con.execute(f"INSERT OR REPLACE INTO nodes VALUES ({marks})", values)
+        self._con.execute("BEGIN TRANSACTION")
+        try:
+            if rows:
+                self._con.executemany(f"INSERT OR REPLACE INTO nodes VALUES ({marks})", rows)
+            for key, value in meta.items():
+                self._con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, json.dumps(value)])
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+        self._con.execute("COMMIT")
 
     def get(self, node_id: str) -> Node | None:
         rows = self._select("WHERE id = ?", [node_id])
@@ -94,7 +112,7 @@ class NodeStore:
         return rows[0] if rows else None
 
     def set_meta(self, key: str, value: Any) -> None:
-        self._con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, json.dumps(value)])
+        self.write([], {key: value})
 
     def get_meta(self, key: str, default: Any = None) -> Any:
         row = self._con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()

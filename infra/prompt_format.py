@@ -36,3 +36,25 @@ def requested_format(prompt: str) -> str:
     if match and match.group(1).lower() == FORMAT_REWRITE:
         return FORMAT_REWRITE
     return FORMAT_DIFF
+
+
+# Reflection prompts (staleness policy "reflective") and their one-line decision.
+REFLECT_MARKER = "Reflection decision:"
+DECISIONS = ("keep", "patch", "drop")
+_DECISION_RE = re.compile(r"^\s*\**\s*decision\s*\**\s*:\s*\**\s*(keep|patch|drop)\b", re.I | re.M)
+
+
+def is_reflection_prompt(prompt: str) -> bool:
+    """True for a prompt that asks to keep, patch or drop a stale candidate."""
+    return REFLECT_MARKER in prompt
+
+
+def render_decision(decision: str) -> str:
+    """The decision line of a reflection answer."""
+    return f"Decision: {decision}"
+
+
+def parse_decision(answer: str) -> str | None:
+    """The decision of a reflection answer (keep / patch / drop), or None when it has none."""
+    match = _DECISION_RE.search(answer)
+    return match.group(1).lower() if match else None

@@ -6,14 +6,17 @@ import json
 import time
 from typing import Any
 
-from evoforge.infra.nodes import EVALUATED, Node
+from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SPECULATIVE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.infra.tracking import Tracker
-from evoforge.stages.item import Item
+from evoforge.stages.case_order import CaseOrder
+from evoforge.stages.history import NEW_BEST, ROLLBACK, SPECULATIVE_BEST, PoolHistory
+from evoforge.stages.item import ROLLED_BACK_SPEC, Item
 from evoforge.stages.pool import Pool
 from evoforge.stages.sample import ParentSampler
 from evoforge.stages.snapshot import leaderboard_md, status_dict
+from evoforge.stages.speculation import confirmed
 from evoforge.stages.stats import RunStats
 
 
@@ -22,12 +25,32 @@ class Committer:
 
     def __init__(self, store: NodeStore, paths: RunPaths, pool: Pool, sampler: ParentSampler,
                  stats: RunStats, task_name: str, tracker: Tracker | None = None,
-                 wall_s_before: float = 0.0):
+                 wall_s_before: float = 0.0, history: PoolHistory | None = None,
+                 case_order: CaseOrder | None = None):
         self.store, self.paths, self.pool, self.sampler = store, paths, pool, sampler
         self.stats, self.task_name, self.tracker = stats, task_name, tracker
+        self.history = history if history is not None else PoolHistory()
+        self.case_order = case_order
         self.wall_s_before = wall_s_before
         self.started = time.monotonic()
+        self._rows: dict[str, Node] = {}  # written at the next flush, in one transaction
+        self._meta: dict[str, Any] = {}
         self.busy_s = 0.0  # time spent writing: how long the single writer held the pool
+
+    def pending(self) -> int:
+        """Rows waiting for the next flush."""
+        return len(self._rows) + len(self._meta)
+
+    def flush(self) -> None:
+        """Write the buffered rows and meta to the node database in one transaction (group commit)."""
+        t0 = time.perf_counter()
+        rows, meta = list(self._rows.values()), self._meta
+        self._rows, self._meta = {}, {}
+        self.store.write(rows, meta)
+        self.busy_s += time.perf_counter() - t0
+
+    def _put(self, node: Node) -> None:
+        self._rows[node.id] = node
 
     def wall_s(self) -> float:
         """Wall seconds of the run over all its sessions."""
@@ -37,30 +60,85 @@ class Committer:
         """Persist a proposed candidate before it is evaluated, so a restart re-queues it."""
         t0 = time.perf_counter()
         assert item.node is not None
-        self.store.put(item.node)
+        self._put(item.node)
         self._write_node_files(item)
         self.busy_s += time.perf_counter() - t0
 
-    def record_result(self, item: Item) -> bool:
-        """Persist a finished item; returns True when it is a new best."""
+    def record_speculative(self, item: Item) -> bool:
+        """Put a node into the pool on its validation-prefix score; returns True on a new best."""
         t0 = time.perf_counter()
         node = item.node
         assert node is not None
-        self.store.put(node)
-        self.stats.count(node)
-        if node.was_evaluated or node.status == EVALUATED:
-            self.pool.remember(node.code)
-        new_best = False
-        if node.status == EVALUATED:
-            new_best = self.pool.add(node)
-            self.sampler.on_node_added(node, self.pool)
-            if new_best:
-                write_atomic(self.paths.best_program, node.code)
-                self.store.set_meta("pool_version", self.pool.v)
-        self._write_node_files(item)
-        self._track(node, new_best)
+        if node.evaluated_at is not None:  # the full result got here first: nothing to speculate on
+            node.speculative_at = None
+            return False
+        node.status = SPECULATIVE
+        self._put(node)
+        new_best = self.pool.add(node)
+        self.sampler.on_node_added(node, self.pool)
+        if new_best:
+            self._bumped(SPECULATIVE_BEST, node)
+        self.stats.speculative_released += 1
         self.busy_s += time.perf_counter() - t0
         return new_best
+
+    def record_result(self, item: Item) -> str | None:
+        """Persist a finished item; returns "new_best", "rolled_back" or None."""
+        t0 = time.perf_counter()
+        node = item.node
+        assert node is not None
+        event = None
+        reference = self.pool.best if self.pool.best is not node else None
+        in_pool = node.speculative_at is not None and self.pool.get(node.id) is node
+        if in_pool:
+            event = self._settle_speculation(item)
+        elif node.status == EVALUATED:
+            if self.pool.add(node):
+                event = NEW_BEST
+                self._bumped(NEW_BEST, node)
+            self.sampler.on_node_added(node, self.pool)
+        if node.was_evaluated:
+            self.pool.remember(node.code, node.id)
+        if self.case_order is not None and node.case_scores:
+            self.case_order.update(node.case_scores, reference.case_scores if reference else {},
+                                   self.pool.maximize)
+            self._meta["case_order"] = self.case_order.state()
+        self._put(node)
+        self.stats.count(node)
+        self._write_node_files(item)
+        self._track(node, event == NEW_BEST)
+        self.busy_s += time.perf_counter() - t0
+        return event
+
+    def _settle_speculation(self, item: Item) -> str | None:
+        """Confirm a released node (it stays, as the best) or roll it back out of the pool."""
+        node = item.node
+        assert node is not None
+        if node.status == EVALUATED and confirmed(node, self.pool):
+            self.stats.confirmed += 1
+            new_best = self.pool.rescore(node)
+            self.sampler.on_node_rescored(node, self.pool)
+            if new_best:
+                self._bumped(NEW_BEST, node)
+                return NEW_BEST
+            write_atomic(self.paths.best_program, node.code)
+            return None
+        node.reflection = (node.reflection + "; " if node.reflection else "") + (
+            f"speculation rolled back (prefix {node.score_partial}, full {node.score_full})")
+        node.status = ROLLED_BACK
+        item.outcome = ROLLED_BACK_SPEC
+        was_best = self.pool.remove(node)
+        self.sampler.on_node_removed(node, self.pool)
+        if was_best:
+            self._bumped(ROLLBACK, node)
+        return ROLLBACK
+
+    def _bumped(self, kind: str, node: Node) -> None:
+        """The pool version moved: remember why, and refresh the best program on disk."""
+        self.history.record(self.pool.v, kind, node)
+        self._meta["pool_version"] = self.pool.v
+        if self.pool.best is not None:
+            write_atomic(self.paths.best_program, self.pool.best.code)
 
     def write_snapshot(self, extra: dict[str, Any]) -> dict[str, Any]:
         """Rewrite status.json and leaderboard.md; returns the status."""

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.types import LLMBackend
+from evoforge.stages.case_order import CaseOrder
+from evoforge.stages.history import PoolHistory
 from evoforge.stages.pool import Pool
 from evoforge.stages.sample import ParentSampler
 
@@ -27,3 +31,6 @@ class StageContext:
     rng: random.Random
     limits: SandboxLimits
     scratch: Path
+    history: PoolHistory = field(default_factory=PoolHistory)
+    case_order: CaseOrder | None = None  # validation order of a case-based task
+    release: Callable[[Any], None] | None = None  # hands a speculative item to the commit stage

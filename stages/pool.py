@@ -2,36 +2,78 @@
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
-from evoforge.infra.nodes import EVALUATED, Node
+from evoforge.infra.nodes import EVALUATED, SPECULATIVE, Node
+
+_LEXEME = re.compile(
+    r'[rRbBuUfF]{0,2}(?:"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\')'
+    r"|#[^\n]*|\\\n|\n[ \t]*|[A-Za-z_]\w*|\d[\w.]*|[^\s]"
+)
 
 
+def normalized_code(code: str) -> str:
+    """The code as its tokens one space apart: comments, blank lines and spacing inside lines
+    dropped, indentation (which carries meaning) and string contents kept."""
+    out: list[str] = []
+    for match in _LEXEME.finditer(code.expandtabs(8)):
+        text = match.group()
+        if text.startswith("#") or text == "\\\n":
+            continue
+        if text.startswith("\n"):
+            if out and out[-1].startswith("\n"):
+                out[-1] = text  # a blank line: keep only the last indentation
+            elif out:
+                out.append(text)
+            continue
+        out.append(text)
+    while out and out[-1].startswith("\n"):
+        out.pop()
+    return " ".join(out)
+
+
+@lru_cache(maxsize=4096)
 def normalized_code_hash(code: str) -> str:
-    """A hash of the code with comments, blank lines and trailing whitespace removed."""
-    lines = []
-    for line in code.splitlines():
-        stripped = re.sub(r"\s+#.*$", "", line).rstrip()
-        if stripped and not stripped.lstrip().startswith("#"):
-            lines.append(stripped)
-    return hashlib.sha1("\n".join(lines).encode()).hexdigest()
+    """A hash of the code with comments, blank lines and spacing inside lines removed."""
+    return hashlib.sha1(normalized_code(code).encode()).hexdigest()
+
+
+def exact_code_hash(code: str) -> str:
+    """A hash of the code byte for byte."""
+    return hashlib.sha1(code.encode()).hexdigest()
 
 
 @dataclass
 class Pool:
-    """Evaluated nodes, the best one, and version `v` (bumped when the pool changes in a way that matters)."""
+    """Evaluated nodes, the best one, and version `v` (bumped when the pool changes in a way that matters).
+
+    A ranking is kept up to date on every add/remove, so `best`, `top(k)` and `ranked()` never
+    sort. A node whose score changes in place (a speculation confirmed) must go through
+    `rescore` so that the ranking follows.
+    """
 
     maximize: bool = True
     v: int = 0
     nodes: list[Node] = field(default_factory=list)
     best: Node | None = None
     seen_hashes: set[str] = field(default_factory=set)
+    exact_hashes: set[str] = field(default_factory=set)
+    _keys: list[float] = field(default_factory=list, repr=False, compare=False)  # -score, ascending
+    _ranking: list[Node] = field(default_factory=list, repr=False, compare=False)
+    _by_id: dict[str, Node] = field(default_factory=dict, repr=False, compare=False)
+    _ranked_key: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    _owners: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # hash -> node id
+    listeners: list[Any] = field(default_factory=list, repr=False, compare=False)  # add(node)/remove(node)
 
     def score(self, node: Node) -> float:
-        """Selection score: the full-stage score, signed so that larger is better."""
-        value = node.score_full
+        """Selection score, signed so that larger is better: the full-stage score, or the
+        validation-prefix score of a speculative node."""
+        value = node.score_partial if node.status == SPECULATIVE else node.score_full
         assert value is not None
         return value if self.maximize else -value
 
@@ -41,30 +83,115 @@ class Pool:
     def add(self, node: Node) -> bool:
         """Add an evaluated node; returns True (and bumps v) when it is a new best."""
         self.nodes.append(node)
+        self._index(node)
+        for listener in self.listeners:
+            listener.add(node)
         if self.better(node, self.best):
             self.best = node
             self.v += 1
             return True
         return False
 
-    def remember(self, code: str) -> None:
+    def remove(self, node: Node) -> bool:
+        """Take a node out (a rolled-back speculation); returns True (and bumps v) if it was the best."""
+        if node.id not in self._by_id:
+            return False
+        self.nodes = [n for n in self.nodes if n.id != node.id]
+        self._unindex(node)
+        for listener in self.listeners:
+            listener.remove(node)
+        if self.best is None or self.best.id != node.id:
+            return False
+        self.best = self._ranking[0] if self._ranking else None
+        self.v += 1
+        return True
+
+    def rescore(self, node: Node) -> bool:
+        """Re-rank a node whose score or status changed in place; returns True (and bumps v) when
+        that changed which node is best."""
+        if node.id not in self._by_id:
+            return False
+        before = self.best
+        self._unindex(node)
+        self._index(node)
+        self.best = self._ranking[0]
+        if before is None or self.best.id != before.id:
+            self.v += 1
+            return True
+        return False
+
+    def remember(self, code: str, node_id: str | None = None) -> None:
         """Record a program as seen, evaluated or not, for the duplicate check."""
-        self.seen_hashes.add(normalized_code_hash(code))
+        normal, exact = normalized_code_hash(code), exact_code_hash(code)
+        self.seen_hashes.add(normal)
+        self.exact_hashes.add(exact)
+        if node_id is not None:
+            self._owners.setdefault(normal, node_id)
+            self._owners.setdefault(exact, node_id)
 
     def is_duplicate(self, code: str) -> bool:
         return normalized_code_hash(code) in self.seen_hashes
 
+    def owner_of(self, code_hash: str) -> str | None:
+        """The id of the node that first had this code hash, when known."""
+        return self._owners.get(code_hash)
+
+    def get(self, node_id: str | None) -> Node | None:
+        """The pool node with this id, or None."""
+        return self._by_id.get(node_id) if node_id is not None else None
+
     def ranked(self) -> list[Node]:
-        """Evaluated nodes, best first."""
-        return sorted(self.nodes, key=self.score, reverse=True)
+        """Evaluated nodes, best first (equal scores: earliest added first)."""
+        return list(self._ranking)
+
+    def top(self, k: int) -> list[Node]:
+        """The k best nodes, best first, without sorting."""
+        return self._ranking[:k]
+
+    def score_range(self) -> tuple[float, float]:
+        """The lowest and highest selection score in the pool (0, 0 when empty)."""
+        if not self._keys:
+            return 0.0, 0.0
+        return -self._keys[-1], -self._keys[0]
+
+    def normalized(self, node: Node) -> float:
+        """The node's score scaled to [0, 1] between the worst and the best in the pool."""
+        low, high = self.score_range()
+        return (self.score(node) - low) / (high - low) if high > low else 1.0
+
+    def _index(self, node: Node) -> None:
+        key = -self.score(node)
+        at = bisect.bisect_right(self._keys, key)
+        self._keys.insert(at, key)
+        self._ranking.insert(at, node)
+        self._by_id[node.id] = node
+        self._ranked_key[node.id] = key
+
+    def _unindex(self, node: Node) -> None:
+        key = self._ranked_key.pop(node.id)
+        at = bisect.bisect_left(self._keys, key)
+        while self._ranking[at].id != node.id:
+            at += 1
+        del self._keys[at]
+        del self._ranking[at]
+        del self._by_id[node.id]
 
     @classmethod
     def rebuild(cls, nodes: list[Node], maximize: bool, v: int) -> Pool:
         """The pool as it was, from the node database (resume)."""
         pool = cls(maximize=maximize)
         for node in nodes:
-            pool.remember(node.code)
-            if node.status == EVALUATED and node.score_full is not None:
-                pool.add(node)
+            pool.remember(node.code, node.id)
+        members = [n for n in nodes if n.status == EVALUATED and n.score_full is not None]
+        for node in members:  # no new-best bookkeeping per node: one sort at the end
+            pool.nodes.append(node)
+            pool._by_id[node.id] = node
+            pool._ranked_key[node.id] = -pool.score(node)
+            if pool.better(node, pool.best):
+                pool.best = node
+                pool.v += 1
+        order = sorted(range(len(members)), key=lambda i: pool._ranked_key[members[i].id])
+        pool._ranking = [members[i] for i in order]
+        pool._keys = [pool._ranked_key[n.id] for n in pool._ranking]
         pool.v = max(v, pool.v)
         return pool

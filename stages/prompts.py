@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 from evoforge.evaluators.task import Task
 from evoforge.infra.evolve_block import split_program
 from evoforge.infra.nodes import Node
@@ -10,6 +13,7 @@ from evoforge.infra.prompt_format import (
     FORMAT_PREFIX,
     render_program_section,
 )
+from evoforge.stages.sample.inspirations import BEST, DIVERSE, RECENT, Inspiration
 
 SYSTEM = (
     "You are an expert researcher and engineer improving a program through careful, testable "
@@ -17,7 +21,7 @@ SYSTEM = (
     "everything outside it is fixed and must stay byte-for-byte the same."
 )
 
-_DIFF_RULES = f"""{FORMAT_PREFIX} {FORMAT_DIFF}
+DIFF_RULES = f"""{FORMAT_PREFIX} {FORMAT_DIFF}
 Start with one or two sentences of motivation: what you change and why it should help.
 Then give one or more SEARCH/REPLACE blocks. Each SEARCH part must match the current program
 exactly (whitespace included) and appear in it once:
@@ -36,21 +40,63 @@ everything outside the EVOLVE block unchanged.
 """
 
 
+_LABEL_MEANING = {
+    BEST: "one of the best programs so far",
+    DIVERSE: "a good program unlike the parent",
+    RECENT: "a recent improvement on its own parent",
+}
+_USED_PREFIX = "Inspirations used:"
+_USED_RE = re.compile(r"^[ \t>*_`]*" + re.escape(_USED_PREFIX) + r"[ \t*_`]*([^\n]*)\n?",
+                      re.IGNORECASE | re.MULTILINE)
+_USED_RULE = (
+    f"After the motivation, add one line `{_USED_PREFIX} 1, 3` naming the numbers of the "
+    f"inspirations your change draws on, or `{_USED_PREFIX} none`."
+)
+
+
 def _metrics_line(node: Node) -> str:
     shown = ", ".join(f"{k}={v:.6g}" for k, v in sorted(node.metrics.items())[:12])
     return shown or "no metrics"
 
 
-def _inspiration(node: Node, index: int) -> str:
+def _score_text(node: Node) -> str:
+    if node.score_full is not None:
+        return f"{node.score_full:.6g}"
+    if node.score_partial is not None:
+        return f"{node.score_partial:.6g} on a validation prefix"
+    return "n/a"
+
+
+def _inspiration(shown: Inspiration | Node, index: int) -> str:
+    node, label = (shown.node, shown.label) if isinstance(shown, Inspiration) else (shown, "other")
     block = split_program(node.code).block.rstrip()
     return (
-        f"### Inspiration {index} (node {node.id}, score {node.score_full:.6g})\n"
+        f"### Inspiration {index}: {label} — {_LABEL_MEANING.get(label, 'another evaluated program')} "
+        f"(node {node.id}, score {_score_text(node)})\n"
         f"Motivation: {node.motivation.strip() or 'n/a'}\n```python\n{block}\n```\n"
     )
 
 
+def inspirations_used(answer: str, inspirations: Sequence[Inspiration | Node]) -> list[str]:
+    """Node ids of the inspirations an answer says it used (its `Inspirations used:` line)."""
+    match = _USED_RE.search(answer)
+    if match is None:
+        return []
+    ids: list[str] = []
+    for number in re.findall(r"\d+", match.group(1)):
+        index = int(number) - 1
+        if 0 <= index < len(inspirations) and inspirations[index].id not in ids:
+            ids.append(inspirations[index].id)
+    return ids
+
+
+def without_used_line(motivation: str) -> str:
+    """The motivation with the `Inspirations used:` line taken out."""
+    return _USED_RE.sub("", motivation).strip()
+
+
 def research_messages(
-    task: Task, parent: Node, inspirations: list[Node], answer_format: str
+    task: Task, parent: Node, inspirations: Sequence[Inspiration | Node], answer_format: str
 ) -> list[dict[str, str]]:
     """The chat messages asking for one improved candidate of `parent`."""
     goal = "maximize" if task.direction == "maximize" else "minimize"
@@ -58,7 +104,7 @@ def research_messages(
         f"# Task: {task.name}",
         task.description.strip() or "Improve the program.",
         f"Objective: {goal} the metric `{task.objective}`.",
-        f"## Parent (node {parent.id}, score {parent.score_full:.6g})",
+        f"## Parent (node {parent.id}, score {_score_text(parent)})",
         f"Metrics: {_metrics_line(parent)}",
     ]
     if parent.motivation.strip():
@@ -67,5 +113,7 @@ def research_messages(
         parts.append("## Inspirations (EVOLVE blocks of other evaluated programs)")
         parts.extend(_inspiration(n, i + 1) for i, n in enumerate(inspirations))
     parts.append(render_program_section(parent.code))
-    parts.append(_DIFF_RULES if answer_format == FORMAT_DIFF else _REWRITE_RULES)
+    parts.append(DIFF_RULES if answer_format == FORMAT_DIFF else _REWRITE_RULES)
+    if inspirations:
+        parts.append(_USED_RULE)
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]

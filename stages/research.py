@@ -11,7 +11,7 @@ from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import FAILED, PROPOSED, Node, new_node_id
 from evoforge.stages.context import StageContext
 from evoforge.stages.item import FAILED_RESEARCH, Item
-from evoforge.stages.prompts import research_messages
+from evoforge.stages.prompts import inspirations_used, research_messages, without_used_line
 
 
 def unified_diff(old: str, new: str) -> str:
@@ -61,7 +61,8 @@ async def research(item: Item, ctx: StageContext) -> Item:
         node.motivation = completion.text.strip()[:500]
         return _fail(item, f"unusable answer: {exc}")
     node.code = code
-    node.motivation = parsed.motivation
+    node.motivation = without_used_line(parsed.motivation)
+    node.inspirations_used = inspirations_used(completion.text, item.inspirations)
     node.diff = unified_diff(item.parent.code, code)
     node.status = PROPOSED
     return item

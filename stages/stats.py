@@ -1,10 +1,10 @@
-"""Run counters, rebuilt from the node database on resume."""
+"""Run counters and honest cost accounting, rebuilt from the node database on resume."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, Node
+from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, PRUNED, ROLLED_BACK, STALE, Node
 
 
 @dataclass
@@ -12,15 +12,25 @@ class RunStats:
     """What the run has done and spent so far, over every session of the run."""
 
     proposals: int = 0  # research answers received (used or not)
-    evaluations: int = 0  # evaluations that ran (successful or failed)
-    evaluated_ok: int = 0
+    evaluations: int = 0  # evaluations that ran (successful, failed, pruned or rolled back)
+    evaluated_ok: int = 0  # accepted: fully evaluated and in the pool
     failed: int = 0  # failed nodes, at any stage
     failed_research: int = 0
     duplicates: int = 0
+    dropped_stale: int = 0  # dropped by the staleness policy or the reflection
+    reflected: int = 0
+    patched: int = 0
+    pruned: int = 0  # evaluation stopped on the validation prefix
+    rolled_back: int = 0
+    speculative_released: int = 0
+    confirmed: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
     llm_s: float = 0.0
     eval_s: float = 0.0
+    wasted_llm_s: float = 0.0  # LLM time of items later dropped or rolled back
+    wasted_eval_s: float = 0.0  # evaluation time of rolled-back nodes
+    patched_llm_s: float = 0.0  # LLM time (research + reflection) of items that were patched
 
     def count(self, node: Node) -> None:
         """Add one finished node; the seed is an evaluation but not a proposal."""
@@ -29,8 +39,11 @@ class RunStats:
         self.tokens_out += node.tokens_out
         self.llm_s += node.llm_s
         self.eval_s += node.eval_s
-        if node.was_evaluated:
-            self.evaluations += 1
+        self.evaluations += node.was_evaluated
+        self.reflected += "reflection:" in node.reflection
+        if "reflection: patched" in node.reflection:
+            self.patched += 1
+            self.patched_llm_s += node.llm_s
         if node.status == EVALUATED:
             self.evaluated_ok += 1
         elif node.status == FAILED:
@@ -39,6 +52,15 @@ class RunStats:
                 self.failed_research += 1
             elif not node.was_evaluated:
                 self.duplicates += 1
+        elif node.status == STALE:
+            self.dropped_stale += 1
+            self.wasted_llm_s += node.llm_s
+        elif node.status == PRUNED:
+            self.pruned += 1
+        elif node.status == ROLLED_BACK:
+            self.rolled_back += 1
+            self.wasted_llm_s += node.llm_s
+            self.wasted_eval_s += node.eval_s
 
     @classmethod
     def rebuild(cls, nodes: list[Node]) -> RunStats:
@@ -46,4 +68,6 @@ class RunStats:
         for node in nodes:
             if node.status != PROPOSED:
                 stats.count(node)
+                stats.speculative_released += node.speculative_at is not None
+                stats.confirmed += node.speculative_at is not None and node.status == EVALUATED
         return stats

@@ -8,7 +8,13 @@ from evoforge.infra.edits import SearchReplace, render_diff
 from evoforge.infra.evolve_block import START_MARKER, EditError
 from evoforge.infra.offline.answer import render_answer
 from evoforge.infra.offline.mutate import mutate_program
-from evoforge.infra.prompt_format import PROGRAM_HEADER, extract_program, requested_format
+from evoforge.infra.offline.reflection import draw_decision, reflection_answer
+from evoforge.infra.prompt_format import (
+    PROGRAM_HEADER,
+    extract_program,
+    is_reflection_prompt,
+    requested_format,
+)
 
 PREFACE = "Simulated answer (evoforge llm-sim, no real LLM)"
 MALFORMED_VARIANTS = ("garbled", "missing_search", "outside_block", "empty")
@@ -28,6 +34,8 @@ def build_answer(prompt: str, rng: random.Random) -> str:
     program = extract_program(prompt)
     if program is None:
         return f"{PREFACE}: the prompt carries no '{PROGRAM_HEADER}' section, so I cannot edit it."
+    if is_reflection_prompt(prompt):
+        return reflection_answer(prompt, draw_decision(rng), rng, PREFACE)
     try:
         mutation = mutate_program(program, rng)
     except EditError as exc:

@@ -9,7 +9,13 @@ from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import Completion, LLMError
 from evoforge.infra.offline.answer import render_answer
 from evoforge.infra.offline.mutate import mutate_program
-from evoforge.infra.prompt_format import PROGRAM_HEADER, extract_program, requested_format
+from evoforge.infra.offline.reflection import reflection_answer
+from evoforge.infra.prompt_format import (
+    PROGRAM_HEADER,
+    extract_program,
+    is_reflection_prompt,
+    requested_format,
+)
 
 PREFACE = "Offline proposer (no LLM)"
 
@@ -45,6 +51,10 @@ class OfflineBackend:
         program = extract_program(prompt)
         if program is None:
             raise LLMError(f"offline proposer: the prompt carries no '{PROGRAM_HEADER}' section")
+        if is_reflection_prompt(prompt):  # no judgement without an LLM: rebase onto the best
+            text = reflection_answer(prompt, "patch", self._rng, PREFACE)
+            return Completion(text=text, model=self.model, backend=self.name, tokens_in=0,
+                              tokens_out=0, seconds=time.perf_counter() - started)
         try:
             mutation = mutate_program(program, self._rng, max_edits=self._max_edits)
         except EditError as exc:

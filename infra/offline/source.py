@@ -9,6 +9,7 @@ import tokenize
 import warnings
 from dataclasses import dataclass, field
 
+from evoforge.infra import pyast
 from evoforge.infra.evolve_block import split_program
 
 _NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
@@ -149,7 +150,7 @@ def _parse(code: str) -> ast.Module | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return ast.parse(code)
+            return pyast.parse(code)
     except (SyntaxError, ValueError):
         return None
 

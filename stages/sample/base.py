@@ -1,14 +1,15 @@
-"""The ParentSampler protocol and the registry of sampling policies."""
+"""The ParentSampler protocol, the shared base of the policies, and the registry of policies."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
 from evoforge.stages.pool import Pool
+from evoforge.stages.sample.credit import DescendantCredit
 
 
 class ParentSampler(Protocol):
@@ -17,6 +18,95 @@ class ParentSampler(Protocol):
     def select_parent(self, pool: Pool, rng: random.Random) -> Node: ...
 
     def on_node_added(self, node: Node, pool: Pool) -> None: ...
+
+    def on_node_removed(self, node: Node, pool: Pool) -> None: ...
+
+
+@runtime_checkable
+class IslandSampler(Protocol):
+    """A sampler that also says which island the child of its chosen parent belongs to."""
+
+    def select_parent_and_island(self, pool: Pool, rng: random.Random) -> tuple[Node, int]: ...
+
+
+class SamplerBase:
+    """Shared plumbing: descendant credit, the optional hooks, and `get_state` for inspection.
+
+    Subclasses implement `select_parent` and, when they keep state, `_added` / `_removed`.
+    State is a function of the calls made (nodes added and removed, selections) and of nothing
+    else: `_added` may read the node's own score but not pool-wide figures (the best, the score
+    range), so replaying those calls from the node database (`rebuild_sampler`) restores it.
+    """
+
+    def __init__(self, cfg: SearchConfig):
+        self.cfg = cfg
+        self.credit = DescendantCredit(cfg.credit_decay)
+
+    def select_parent(self, pool: Pool, rng: random.Random) -> Node:
+        raise NotImplementedError
+
+    def on_node_added(self, node: Node, pool: Pool) -> None:
+        """A node entered the pool (evaluated, or speculative on a partial score)."""
+        self.credit.add(node, pool)
+        self._added(node, pool)
+
+    def on_node_removed(self, node: Node, pool: Pool) -> None:
+        """A node left the pool (a rolled-back speculation): undo what its arrival did."""
+        self.credit.remove(node)
+        self._removed(node, pool)
+
+    def on_node_rescored(self, node: Node, pool: Pool) -> None:
+        """A node's score changed in place (a speculation confirmed on its full score)."""
+        self.credit.rescore(node, pool)
+        self._rescored(node, pool)
+
+    def replay_selection(self, child: Node, pool: Pool) -> None:
+        """Account for the selection that produced `child` (resume: selections are not re-run)."""
+        return None
+
+    def diverse_nodes(self, parent: Node, pool: Pool, rng: random.Random, k: int) -> list[Node]:
+        """Up to k nodes unlike the parent, for the prompt's 'diverse' inspirations."""
+        return random_nodes(pool, rng, k, exclude={parent.id})
+
+    def get_state(self) -> dict[str, Any]:
+        """The sampler's state as plain data (equal states select alike)."""
+        return {"credit": self.credit.state(), **self._state()}
+
+    def _added(self, node: Node, pool: Pool) -> None:
+        return None
+
+    def _removed(self, node: Node, pool: Pool) -> None:
+        return None
+
+    def _rescored(self, node: Node, pool: Pool) -> None:
+        return None
+
+    def _state(self) -> dict[str, Any]:
+        return {}
+
+    def _weighted_elite(self, elites: list[Node], pool: Pool, rng: random.Random) -> Node:
+        """One of `elites`: uniform, or weighted by 1 + credit_weight * credit when credit is on."""
+        if self.cfg.credit_weight <= 0 or len(elites) == 1:
+            return rng.choice(elites)
+        weights = [1.0 + self.cfg.credit_weight * self.credit.normalized(n, pool) for n in elites]
+        return rng.choices(elites, weights=weights)[0]
+
+
+def random_nodes(pool: Pool, rng: random.Random, k: int, exclude: set[str]) -> list[Node]:
+    """Up to k distinct random pool nodes not in `exclude`, in O(k) draws."""
+    out: list[Node] = []
+    if not pool.nodes:
+        return out
+    seen = set(exclude)
+    available = len(pool.nodes) - sum(1 for i in exclude if pool.get(i) is not None)
+    for _ in range(4 * k + 8):
+        if len(out) >= min(k, available):
+            break
+        node = rng.choice(pool.nodes)
+        if node.id not in seen:
+            seen.add(node.id)
+            out.append(node)
+    return out
 
 
 _REGISTRY: dict[str, Callable[[SearchConfig], ParentSampler]] = {}

@@ -6,19 +6,9 @@ from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import FORMAT_DIFF, FORMAT_REWRITE
 from evoforge.stages.context import StageContext
 from evoforge.stages.item import Item
-
-
-def pick_inspirations(ctx: StageContext, parent: Node) -> list[Node]:
-    """The best node and random others, never the parent, at most `num_inspirations`."""
-    want = ctx.config.search.num_inspirations
-    pool = ctx.pool
-    chosen: list[Node] = []
-    if want and pool.best is not None and pool.best.id != parent.id:
-        chosen.append(pool.best)
-    others = [n for n in pool.nodes if n.id != parent.id and n not in chosen]
-    if others and len(chosen) < want:
-        chosen.extend(ctx.rng.sample(others, min(want - len(chosen), len(others))))
-    return chosen
+from evoforge.stages.research import new_candidate
+from evoforge.stages.sample.base import IslandSampler
+from evoforge.stages.sample.inspirations import pick_inspirations
 
 
 def answer_form(ctx: StageContext) -> str:
@@ -28,12 +18,25 @@ def answer_form(ctx: StageContext) -> str:
     return FORMAT_DIFF if mode == "diff" else FORMAT_REWRITE
 
 
+def choose_parent(ctx: StageContext) -> tuple[Node, int]:
+    """The parent, and the island its child lives on (the parent's, unless an island sampler says)."""
+    if isinstance(ctx.sampler, IslandSampler):
+        return ctx.sampler.select_parent_and_island(ctx.pool, ctx.rng)
+    parent = ctx.sampler.select_parent(ctx.pool, ctx.rng)
+    return parent, parent.island
+
+
 def draw_item(ctx: StageContext) -> Item:
     """A new item designed against the current pool version."""
-    parent = ctx.sampler.select_parent(ctx.pool, ctx.rng)
-    return Item(
+    parent, island = choose_parent(ctx)
+    item = Item(
         v_i=ctx.pool.v,
         parent=parent,
-        inspirations=pick_inspirations(ctx, parent),
+        inspirations=pick_inspirations(ctx.pool, ctx.sampler, parent, ctx.rng,
+                                       ctx.config.search.num_inspirations),
         answer_format=answer_form(ctx),
     )
+    if island != parent.island:  # a migrant parent, or the seed starting an empty island
+        item.node = new_candidate(item, ctx)
+        item.node.island = island
+    return item

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import random
 
-from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
 from evoforge.stages.pool import Pool
-from evoforge.stages.sample.base import register
+from evoforge.stages.sample.base import SamplerBase, register
 
 
 @register("greedy")
-class GreedySampler:
-    """With p=exploitation the best node, p=exploration a uniform node, else one of the top elite."""
+class GreedySampler(SamplerBase):
+    """With p=exploitation the best node, p=exploration a uniform node, else one of the top elite.
 
-    def __init__(self, cfg: SearchConfig):
-        self.cfg = cfg
+    The elite choice is weighted by descendant credit when `credit_weight` > 0. Selection reads the
+    pool's incremental ranking, so it costs O(elite_size) whatever the pool size.
+
+        >>> from evoforge.infra.config import SearchConfig
+        >>> GreedySampler(SearchConfig()).cfg.exploitation
+        0.6
+    """
 
     def select_parent(self, pool: Pool, rng: random.Random) -> Node:
         draw = rng.random()
@@ -23,7 +27,4 @@ class GreedySampler:
             return pool.best
         if draw < self.cfg.exploitation + self.cfg.exploration:
             return rng.choice(pool.nodes)
-        return rng.choice(pool.ranked()[: self.cfg.elite_size])
-
-    def on_node_added(self, node: Node, pool: Pool) -> None:
-        return None
+        return self._weighted_elite(pool.top(self.cfg.elite_size), pool, rng)

@@ -1,0 +1,89 @@
+"""Reflect: the LLM sees a stale candidate and what the pool learned since, and keeps, patches
+(re-applies the idea to the current best program) or drops it."""
+
+from __future__ import annotations
+
+import time
+
+from evoforge.infra.edits import apply_answer, parse_answer
+from evoforge.infra.evolve_block import EditError
+from evoforge.infra.llm.types import LLMError
+from evoforge.infra.nodes import STALE
+from evoforge.infra.prompt_format import REFLECT_MARKER, parse_decision, render_program_section
+from evoforge.stages.context import StageContext
+from evoforge.stages.history import PoolHistory
+from evoforge.stages.item import DROPPED_STALE, Item
+from evoforge.stages.prompts import DIFF_RULES, SYSTEM
+from evoforge.stages.research import unified_diff
+
+_MAX_UPDATES = 5
+
+
+def reflection_messages(item: Item, ctx: StageContext, history: PoolHistory) -> list[dict[str, str]]:
+    """The prompt: the candidate's change, the pool's updates since it was designed, the best."""
+    node, best = item.node, ctx.pool.best
+    assert node is not None and best is not None
+    parts = [
+        f"# Reflection on a stale candidate for task {ctx.task.name}",
+        f"A candidate was designed against pool version {item.v_i}; the pool is now at version "
+        f"{ctx.pool.v}. Decide whether its change still adds value on top of what the pool has "
+        f"learned since.",
+        f"## The candidate's change (on node {item.parent.id}, score {item.parent.score_full})",
+        f"Motivation: {node.motivation.strip() or 'n/a'}",
+        f"```diff\n{node.diff.rstrip()}\n```",
+        f"## What changed in the pool since version {item.v_i}",
+    ]
+    if item.tainted_by:
+        parts.append(f"Its parent {item.tainted_by} entered the pool on a partial evaluation and was "
+                     f"rolled back: the full evaluation did not confirm it.")
+    for update in history.since(item.v_i)[-_MAX_UPDATES:]:
+        u = update.node
+        parts.append(f"### v{update.v}: {update.kind.replace('_', ' ')} node {u.id}, score "
+                     f"{u.score_full if u.score_full is not None else u.score_partial}\n"
+                     f"Motivation: {u.motivation.strip()[:400] or 'n/a'}\n```diff\n{u.diff.rstrip()}\n```")
+    parts.append(render_program_section(best.code).replace("## Current program",
+                                                           "## Current program (the pool's best)"))
+    parts.append(
+        f"{REFLECT_MARKER} answer with one line `Decision: keep` (evaluate the candidate as it "
+        f"is), `Decision: drop` (it no longer adds value), or `Decision: patch` followed by the "
+        f"candidate's idea applied to the current program above, in this form:\n\n{DIFF_RULES}")
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+
+
+async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> Item:
+    """Keep, patch or drop `item` by asking the LLM; the decision is recorded on its node."""
+    node, best = item.node, ctx.pool.best
+    assert node is not None and best is not None
+    item.reflected = True
+    messages = reflection_messages(item, ctx, history)
+    start = time.perf_counter()
+    try:
+        completion = await ctx.llm.complete(messages, temperature=ctx.config.llm.temperature,
+                                            max_tokens=ctx.config.llm.max_tokens)
+    except LLMError as exc:
+        node.llm_s += time.perf_counter() - start
+        node.reflection += f"; reflection call failed ({exc}): kept"
+        return item
+    node.llm_s += completion.seconds
+    node.tokens_in += completion.tokens_in
+    node.tokens_out += completion.tokens_out
+    decision = parse_decision(completion.text)
+    if decision == "drop":
+        node.status, node.reflection = STALE, node.reflection + "; reflection: dropped"
+        item.outcome = DROPPED_STALE
+        return item
+    if decision == "patch":
+        try:
+            code = apply_answer(best.code, parse_answer(completion.text))
+        except EditError as exc:
+            node.reflection += f"; reflection: patch unusable ({exc}): kept"
+            return item
+        node.artifacts["patched_from_code_of"] = item.parent.id
+        node.code, node.diff = code, unified_diff(best.code, code)
+        node.parent_id, node.pool_version = best.id, ctx.pool.v
+        item.parent, item.v_i, item.tainted_by = best, ctx.pool.v, None
+        node.reflection += f"; reflection: patched onto {best.id}"
+        return item
+    verdict = "kept" if decision == "keep" else "no decision in the answer: kept"
+    node.reflection += f"; reflection: {verdict}"
+    return item

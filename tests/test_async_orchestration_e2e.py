@@ -1,0 +1,107 @@
+"""Staleness policies, speculation and adaptive workers in real runs; every decision is on the
+node, and status.json's accounting agrees with the node database."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from evoforge.flows.cli import main
+from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
+from evoforge.infra.nodes import EVALUATED, PRUNED, ROLLED_BACK, STALE
+from evoforge.infra.nodestore import NodeStore
+from tests.helpers import read_nodes, read_status
+
+pytestmark = pytest.mark.slow
+
+
+def _run(tmp_path: Path, task: str, config: dict, evals: int, *extra: str) -> Path:
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(json.dumps(config))
+    run_dir = tmp_path / "run"
+    code = main(["run", task, "--run-dir", str(run_dir), "--workspace", str(tmp_path / "ws"),
+                 "--config", str(cfg), "--max-evals", str(evals), "--no-mlflow", "--quiet",
+                 "--seed", "2", *extra])
+    assert code == 0
+    return run_dir
+
+
+def test_guarded_drops_stale_items_and_says_why(tmp_path):
+    run_dir = _run(tmp_path, "circle_packing",
+                   {"staleness": {"policy": "guarded", "max_staleness": 0},
+                    "engine": {"workers": {"research": 4, "engineer": 2}}}, 40)
+    nodes = read_nodes(run_dir)
+    stale = [n for n in nodes if n.status == STALE]
+    assert stale, "with max_staleness 0 some items must arrive after a new best"
+    assert all(n.staleness > 0 and "guarded: dropped" in n.reflection for n in stale)
+    passed = [n for n in nodes if n.status == EVALUATED and n.origin != "seed"]
+    assert all("guarded: passed" in n.reflection for n in passed)
+    assert sum(n.was_evaluated for n in nodes) == 40
+    assert read_status(run_dir)["dropped_stale"] == len(stale)
+
+
+def test_reflective_reflects_over_http_and_records_each_decision(tmp_path):
+    with SimulatorProcess(SimConfig(median_s=0.15, sigma=0.3, slots=8, seed=4)) as sim:
+        run_dir = _run(tmp_path, "circle_packing",
+                       {"staleness": {"policy": "reflective", "similarity_threshold": 0.0},
+                        "adaptive": {"enabled": True, "tau_s": 0.5}}, 40,
+                       "--llm-base-url", sim.base_url)
+    nodes = read_nodes(run_dir)
+    status = read_status(run_dir)
+    reflected = [n for n in nodes if "reflection:" in n.reflection]
+    assert reflected and status["reflected"] == len(reflected)
+    for node in reflected:
+        assert any(word in node.reflection for word in ("kept", "patched onto", "dropped"))
+        if "dropped" in node.reflection:
+            assert node.status == STALE
+    patched = [n for n in reflected if "patched onto" in n.reflection]
+    assert status["patched"] == len(patched)
+    assert status["wasted_llm_s"] == pytest.approx(
+        sum(n.llm_s for n in nodes if n.status in (STALE, ROLLED_BACK)), abs=0.01)
+    assert "adaptive_decisions" in status
+
+
+def test_speculation_prunes_releases_and_settles(tmp_path):
+    run_dir = _run(tmp_path, "bin_packing", {"speculation": {"alpha_spec": 0.25}}, 24)
+    nodes = read_nodes(run_dir)
+    status = read_status(run_dir)
+    pruned = [n for n in nodes if n.status == PRUNED]
+    assert pruned, "most candidates cannot beat the best on the prefix"
+    prefix = math.ceil(0.25 * 40)
+    assert all(n.cases_done == prefix and n.score_partial is not None and not n.score_full
+               for n in pruned)
+    released = [n for n in nodes if n.speculative_at is not None]
+    assert all(n.status in (EVALUATED, ROLLED_BACK) and n.cases_done == 40 for n in released)
+    assert status["pruned"] == len(pruned) and status["speculative_released"] == len(released)
+    assert status["confirmed"] + status["rolled_back"] == len(released)
+    full = [n for n in nodes if n.status == EVALUATED]
+    assert all(len(n.case_scores) == 40 for n in full)
+    with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:
+        saved = store.get_meta("case_order")
+    assert sorted(saved["order"]) == sorted(full[0].case_scores)
+
+
+def test_a_resumed_case_based_run_keeps_its_validation_order(tmp_path):
+    from evoforge.evaluators.task import load_task
+    from evoforge.flows.session import open_session
+    from evoforge.infra.config import RunConfig
+    from evoforge.infra.offline.backend import OfflineBackend
+
+    config = {"speculation": {"alpha_spec": 0.25, "reorder_window": 1}}
+    run_dir = _run(tmp_path, "bin_packing", config, 10)
+    with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:
+        saved = store.get_meta("case_order")
+    assert any(s >= 1 for s in saved["streaks"].values())
+    cfg = RunConfig.model_validate({**config, "tracking": {"mlflow": False}})
+    session = open_session(load_task("bin_packing"), cfg, run_dir, OfflineBackend(), tmp_path / "ws",
+                           cases=sorted(saved["order"]))
+    try:
+        assert session.ctx.case_order.state() == saved
+        assert session.committer.case_order is session.ctx.case_order
+    finally:
+        session.close()
+    assert _run(tmp_path, "bin_packing", config, 14) == run_dir
+    assert sum(n.was_evaluated for n in read_nodes(run_dir)) == 14
