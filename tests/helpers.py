@@ -36,3 +36,16 @@ def run_cli(args: list[str], tmp_path: Path, timeout: float = 300) -> subprocess
         [sys.executable, "-m", "evoforge.flows.cli", *args],
         cwd=tmp_path, env=cli_env(tmp_path), capture_output=True, text=True, timeout=timeout,
     )
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes (other than this one) whose command line contains ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import textwrap
 import time
@@ -16,6 +15,7 @@ from evoforge.evaluators.cases import CaseOutcome, CaseResult, evaluate_cases, l
 from evoforge.evaluators.evaluation import evaluate_program
 from evoforge.evaluators.sandbox import SandboxLimits, run_sandboxed
 from evoforge.evaluators.task import Task, TaskError, load_task
+from tests.helpers import processes_mentioning
 
 EVALUATOR = '''
 import importlib.util
@@ -81,19 +81,6 @@ def run(task: Task, code: str, order: list[str], scratch: Path, on_case=None, **
     return asyncio.run(
         evaluate_cases(task, code, order, on_case=on_case, limits=lim, scratch_root=scratch)
     )
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Live processes whose command line contains ``text``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and entry.name != str(os.getpid()):
-            try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 ALL = [str(c) for c in range(10)]

@@ -19,6 +19,7 @@ from evoforge.evaluators.sandbox import (
     run_sandboxed,
 )
 from evoforge.evaluators.task import Task, load_task
+from tests.helpers import processes_mentioning
 
 EVALUATOR = '''
 import importlib.util
@@ -65,19 +66,6 @@ def program(body: str) -> str:
 def evaluate(task: Task, body: str, scratch: Path, **limits: float) -> object:
     lim = SandboxLimits(**{"timeout_s": 10.0, **limits})
     return asyncio.run(evaluate_program(task, program(body), limits=lim, scratch_root=scratch))
-
-
-def processes_mentioning(text: str) -> list[int]:
-    """Live (non-zombie) processes whose command line contains ``text``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and entry.name != str(os.getpid()):
-            try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 def our_cgroups() -> list[Path]:
