@@ -6,7 +6,7 @@ sync, async-full, async-guarded, async-reflective, async-full+adaptive, at a slo
 2 s) and a fast one (median 0.3 s). Part B (speculation, bin_packing: 40 validation cases, the
 evaluators are the bound): without and with speculation (alpha 0.25, reordering w=3).
 
-    python bench/async_policies.py --evals 60 --seeds 3 [--part A|B|AB]
+    python bench/async_policies.py --evals 150 --spec-evals 100 --seeds 3 [--part A|B|AB]
 
 Reports proposals/min, accepted/min, validations/min (evaluations incl. pruned), wasted LLM and
 evaluation seconds, the simulator's slot utilisation, and the ratio to the throughput bound
@@ -54,9 +54,9 @@ def _nodes(run_dir: Path) -> list[Node]:
 
 
 def one_run(sim: SimulatorProcess, task: str, name: str, overrides: dict, seed: int,
-            args: argparse.Namespace, root: Path, slots: int) -> dict:
-    run_dir = root / f"{task}-{name}-{seed}"
-    config = root / f"{task}-{name}-{seed}.yaml"
+            args: argparse.Namespace, root: Path, slots: int, setting: str) -> dict:
+    run_dir = root / f"{setting}-{task}-{name}-{seed}"  # one folder per run: a reused one resumes
+    config = root / f"{setting}-{task}-{name}-{seed}.yaml"
     config.write_text(json.dumps(overrides))  # JSON is YAML
     sim.reset(seed=seed)
     before = sim.stats()
@@ -114,6 +114,8 @@ def main_bench() -> None:
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--engineers", type=int, default=2)
     parser.add_argument("--part", default="AB")
+    parser.add_argument("--settings", default="slow,fast", help="LLM settings to run: slow, fast")
+    parser.add_argument("--spec-setting", default="fast", help="LLM setting of part B")
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="evoforge-bench3-"))
@@ -121,23 +123,26 @@ def main_bench() -> None:
     main(["run", "circle_packing", "--run-dir", str(root / "warmup"), "--workspace", str(root / "ws"),
           "--max-evals", "2", "--quiet", "--no-mlflow"])  # Prefect's server starts outside the timing
     plan = []
+    medians = {"slow": 2.0, "fast": 0.3}
     if "A" in args.part:
-        for setting, median in (("slow", 2.0), ("fast", 0.3)):
-            plan += [(setting, median, "circle_packing", CONFIGS_A, args.evals)]
+        for setting in args.settings.split(","):
+            plan += [(setting, medians[setting], "circle_packing", CONFIGS_A, args.evals)]
     if "B" in args.part:
-        plan += [("slow", 2.0, "bin_packing", CONFIGS_B, args.spec_evals)]
+        plan += [(args.spec_setting, medians[args.spec_setting], "bin_packing", CONFIGS_B,
+                  args.spec_evals)]
     for setting, median, task, configs, evals in plan:
         sim_cfg = SimConfig(median_s=median, sigma=0.6, slots=args.slots)
         with SimulatorProcess(sim_cfg) as sim:
             for seed in range(args.seeds):
                 for name, overrides in configs.items():
                     run_args = argparse.Namespace(**{**vars(args), "evals": evals})
-                    row = one_run(sim, task, name, overrides, seed, run_args, root, args.slots)
+                    row = one_run(sim, task, name, overrides, seed, run_args, root, args.slots, setting)
                     row["setting"] = setting
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"async_policies_{args.part}.json").write_text(json.dumps(rows, indent=2))
+    name = f"async_policies_{args.part}_{args.settings.replace(',', '-')}_{args.spec_setting}.json"
+    (args.out / name).write_text(json.dumps(rows, indent=2))
     print(_table(rows, ["proposals_per_min", "accepted_per_min", "validations_per_min",
                         "slot_utilisation", "ratio_to_bound", "wasted_llm_s", "wasted_eval_s",
                         "best"]))
