@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
@@ -29,7 +30,7 @@ class IslandSampler(Protocol):
     def select_parent_and_island(self, pool: Pool, rng: random.Random) -> tuple[Node, int]: ...
 
 
-class SamplerBase:
+class SamplerBase(ABC):
     """Shared plumbing: descendant credit, the optional hooks, and `get_state` for inspection.
 
     Subclasses implement `select_parent` and, when they keep state, `_added` / `_removed`.
@@ -42,8 +43,9 @@ class SamplerBase:
         self.cfg = cfg
         self.credit = DescendantCredit(cfg.credit_decay)
 
+    @abstractmethod
     def select_parent(self, pool: Pool, rng: random.Random) -> Node:
-        raise NotImplementedError
+        """The parent of the next candidate."""
 
     def on_node_added(self, node: Node, pool: Pool) -> None:
         """A node entered the pool (evaluated, or speculative on a partial score)."""
