@@ -115,7 +115,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
         str(task.root), str(run_dir.resolve()), cfg.model_dump(mode="json"),
         str(workspace.resolve()), prefect_tasks=not ns.no_prefect_tasks, quiet=ns.quiet))
     print(f"[evoforge] {final['state']}: {final.get('stop_reason') or 'stopped'}; "
-          f"{final['evaluations']} evaluations, {final['nodes_failed']} failed, "
+          f"{final['evaluations']} evaluations, {final['nodes_evaluated']} accepted, "
           f"{final['candidates_per_min']} candidates/min", file=sys.stderr)
     print(f"best score {final['best_score']} (node {final['best_node']})")
     print(f"best program {final['best_program']}")

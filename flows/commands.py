@@ -40,7 +40,8 @@ def status_text(status: dict[str, Any]) -> str:
         f"task          {status.get('task')}  (run {status.get('run_id')}, {status.get('state')})",
         f"backend       {status.get('backend')} {status.get('model') or ''}".rstrip(),
         f"evaluations   {status['evaluations']} / {status.get('max_evals')}"
-        f"  ({status['nodes_evaluated']} ok, {status['nodes_failed']} failed)",
+        f"  ({status['nodes_evaluated']} accepted, {_failed_evaluations(status)} failed"
+        f"{_pruned(status)}; {_rejected(status)} rejected before evaluation)",
         f"best          {best if best is not None else '-'}  (node {status.get('best_node')})",
         f"rate          {status['candidates_per_min']} candidates/min over {status['wall_s']:.1f} s",
         f"tokens        {status['tokens_in']} in, {status['tokens_out']} out",
@@ -48,6 +49,22 @@ def status_text(status: dict[str, Any]) -> str:
     if status.get("stop_reason"):
         lines.append(f"stop reason   {status['stop_reason']}")
     return "\n".join(lines)
+
+
+def _rejected(status: dict[str, Any]) -> int:
+    """Proposals that never reached an evaluation: unusable answers, duplicates, stale drops."""
+    return status["failed_research"] + status["duplicates_rejected"] + status.get("dropped_stale", 0)
+
+
+def _pruned(status: dict[str, Any]) -> str:
+    parts = [f"{status[k]} {label}" for k, label in (("pruned", "pruned"), ("rolled_back", "rolled back"))
+             if status.get(k)]
+    return (", " + ", ".join(parts)) if parts else ""
+
+
+def _failed_evaluations(status: dict[str, Any]) -> int:
+    return (status["evaluations"] - status["nodes_evaluated"] - status.get("pruned", 0)
+            - status.get("rolled_back", 0))
 
 
 def cmd_status(run_dir: Path, as_json: bool) -> int:
