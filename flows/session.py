@@ -97,7 +97,7 @@ def _resumed_items(nodes: list[Node], by_id: dict[str, Node], seed: Node | None)
         if node.status == PROPOSED and node.origin != "seed":
             parent = by_id.get(node.parent_id or "") or seed
             if parent is not None:
-                items.append(Item(v_i=node.pool_version, parent=parent, node=node, resumed=True))
+                items.append(Item(v_i=node.pool_version, parent=parent, node=node))
     return items
 
 

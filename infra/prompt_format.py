@@ -41,7 +41,9 @@ def requested_format(prompt: str) -> str:
 # Reflection prompts (staleness policy "reflective") and their one-line decision.
 REFLECT_MARKER = "Reflection decision:"
 DECISIONS = ("keep", "patch", "drop")
-_DECISION_RE = re.compile(r"^\s*\**\s*decision\s*\**\s*:\s*\**\s*(keep|patch|drop)\b", re.I | re.M)
+_DECISION_RE = re.compile(
+    r"^\s*\**\s*decision\s*\**\s*:\s*\**\s*(" + "|".join(DECISIONS) + r")\b", re.I | re.M
+)
 
 
 def is_reflection_prompt(prompt: str) -> bool:

@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SPECULATIVE, Node
+from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SCORE_STAGES, SPECULATIVE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.infra.tracking import Tracker
@@ -176,7 +176,7 @@ class Committer:
         }
         metrics.update(eval_s=node.eval_s, llm_s=node.llm_s, tokens_in=node.tokens_in,
                        tokens_out=node.tokens_out)
-        for stage in ("pilot", "full", "final"):
+        for stage in SCORE_STAGES:
             if node.score(stage) is not None:
                 metrics[f"score_{stage}"] = node.score(stage)
         params = {"node_id": node.id, "parent": node.parent_id or "", "island": node.island,

@@ -40,7 +40,6 @@ class Item:
     reflected: bool = False
     # terminal
     outcome: str | None = None
-    resumed: bool = False  # re-queued from the node database after a restart
 
     def staleness(self, v: int) -> int:
         """How many pool versions have passed since the item was designed."""

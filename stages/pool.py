@@ -129,9 +129,6 @@ class Pool:
             self._owners.setdefault(normal, node_id)
             self._owners.setdefault(exact, node_id)
 
-    def is_duplicate(self, code: str) -> bool:
-        return normalized_code_hash(code) in self.seen_hashes
-
     def owner_of(self, code_hash: str) -> str | None:
         """The id of the node that first had this code hash, when known."""
         return self._owners.get(code_hash)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from evoforge.evaluators.cases import CaseResult
 from evoforge.infra.nodes import Node
+from evoforge.stages.case_order import partial_score
 from evoforge.stages.item import Item
 from evoforge.stages.pool import Pool
 
@@ -60,7 +61,8 @@ class Speculation:
         if self.decided or len(self.scores) < self.prefix_len:
             return True
         self.decided = True
-        partial = sum(self.scores.values()) / len(self.scores)
+        partial = partial_score(self.scores)
+        assert partial is not None
         self.node.score_partial = partial
         reference = prefix_reference(self.pool.best, list(self.scores))
         if beats(partial, reference, self.pool.maximize):
