@@ -112,8 +112,9 @@ async def evolution_run(task_spec: str, run_dir: str, config: dict[str, Any], wo
         if cfg.budget.max_wall_s is not None and budget.stop_reason() == "max_wall_s reached":
             stop.set()
 
-    ticker = None if quiet else asyncio.create_task(
-        tick(snapshot, cfg.engine.progress_interval_s, cfg.budget.max_evals, on_tick=check_wall))
+    # the ticker also refreshes status.json and enforces max_wall_s, so it runs even when quiet
+    ticker = asyncio.create_task(tick(snapshot, cfg.engine.progress_interval_s, cfg.budget.max_evals,
+                                      on_tick=check_wall, show=not quiet))
     state, mlflow_status = "failed", "FAILED"
     try:
         await _evaluate_seed(session, stages)
@@ -125,9 +126,9 @@ async def evolution_run(task_spec: str, run_dir: str, config: dict[str, Any], wo
         log.exception("the run failed")
         raise
     finally:
-        if ticker is not None:
-            ticker.cancel()
-            await asyncio.gather(ticker, return_exceptions=True)
+        ticker.cancel()
+        await asyncio.gather(ticker, return_exceptions=True)
+        if not quiet:
             sys.stderr.write("\n")
         final = snapshot(state)
         log.info("run %s %s: %s", session.ctx.run_id, state, final.get("stop_reason"))

@@ -33,8 +33,10 @@ def progress_line(status: dict[str, Any], max_evals: int) -> str:
 
 
 async def tick(snapshot: Callable[[], dict[str, Any]], interval_s: float, max_evals: int,
-               out: TextIO | None = None, on_tick: Callable[[], None] | None = None) -> None:
-    """Every `interval_s`: refresh the snapshot files and print the progress line (forever)."""
+               out: TextIO | None = None, on_tick: Callable[[], None] | None = None,
+               show: bool = True) -> None:
+    """Every `interval_s`: refresh the snapshot files, run `on_tick`, and (with `show`) print the
+    progress line; forever."""
     stream = out or sys.stderr
     is_tty = stream.isatty()
     last_print = 0.0
@@ -44,6 +46,8 @@ async def tick(snapshot: Callable[[], dict[str, Any]], interval_s: float, max_ev
         if on_tick is not None:
             on_tick()
         now = time.monotonic()
+        if not show:
+            continue
         if is_tty:
             stream.write("\r" + progress_line(status, max_evals)[:160].ljust(160))
             stream.flush()

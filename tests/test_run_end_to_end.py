@@ -176,3 +176,13 @@ def test_prefect_records_the_flow_and_a_task_run_per_stage_call(tmp_path):
     # the server may drop the last few records at exit; the node database is the record
     assert len(evaluations) >= status["evaluations"] - 2 and len(research) >= 3
     assert {f"evaluate-{n.id}" for n in nodes if n.was_evaluated} >= set(evaluations)
+
+
+def test_a_quiet_run_still_stops_at_its_wall_clock_budget(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("engine:\n  progress_interval_s: 0.5\n")
+    code, run_dir = _run(tmp_path, "--no-mlflow", "--max-wall-s", "3", "--config", str(config),
+                         evals=100000)
+    status = read_status(run_dir)
+    assert code == 0 and status["state"] == "finished"
+    assert status["stop_reason"] == "max_wall_s reached" and status["evaluations"] < 100000
