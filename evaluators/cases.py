@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evoforge.evaluators.evaluation import metric_failure, numeric_metrics, run_harness
+from evoforge.evaluators.evaluation import EvalOutcome, metric_failure, numeric_metrics, run_harness
 from evoforge.evaluators.sandbox import SandboxLimits, SandboxResult
 from evoforge.evaluators.task import EVALUATOR, Task, TaskError
 
@@ -42,22 +42,14 @@ class CaseResult:
 
 
 @dataclass
-class CaseOutcome:
+class CaseOutcome(EvalOutcome):
     """The judged result of evaluating a candidate on an ordered list of cases."""
 
-    ok: bool
-    score: float | None
-    case_scores: dict[str, float]
-    metrics: dict[str, float]
-    artifacts: dict[str, str]
-    error: str | None
-    seconds: float
-    cases_done: int
-    cases_total: int
-    stopped_early: bool
-    stdout_tail: str = ""
-    stderr_tail: str = ""
-    process_limit: str = field(default="none", repr=False)
+    cascade_stage: int | None = None
+    case_scores: dict[str, float] = field(default_factory=dict)
+    cases_done: int = 0
+    cases_total: int = 0
+    stopped_early: bool = False
 
 
 async def list_cases(

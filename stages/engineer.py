@@ -6,23 +6,33 @@ from __future__ import annotations
 import time
 
 from evoforge.evaluators.cases import evaluate_cases
-from evoforge.evaluators.evaluation import evaluate_program
-from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED
+from evoforge.evaluators.evaluation import EvalOutcome, evaluate_program
+from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, Node
 from evoforge.stages.context import StageContext
 from evoforge.stages.item import ACCEPTED, FAILED_EVALUATION, PRUNED_EARLY, REJECTED_DUPLICATE, Item
 from evoforge.stages.novelty import novelty_rejection
 from evoforge.stages.speculation import Speculation
 
 
-def _finish(item: Item, ok: bool, score: float | None, error: str | None) -> Item:
+def _record(node: Node, outcome: EvalOutcome) -> None:
+    """What every evaluation leaves on its node: cost, metrics, artifacts, output tails."""
+    node.eval_s = outcome.seconds
+    node.metrics, node.artifacts = dict(outcome.metrics), dict(outcome.artifacts)
+    if outcome.stdout_tail:
+        node.artifacts.setdefault("stdout_tail", outcome.stdout_tail[-4000:])
+    if outcome.stderr_tail:
+        node.artifacts.setdefault("stderr_tail", outcome.stderr_tail[-4000:])
+
+
+def _finish(item: Item, outcome: EvalOutcome) -> Item:
     node = item.node
     assert node is not None
     node.evaluated_at = time.time()
-    if ok:
-        node.score_full, node.status = score, EVALUATED
+    if outcome.ok:
+        node.score_full, node.status = outcome.score, EVALUATED
         item.outcome = ACCEPTED
     else:
-        node.status, node.failed_stage, node.error = FAILED, "engineer", error
+        node.status, node.failed_stage, node.error = FAILED, "engineer", outcome.error
         item.outcome = FAILED_EVALUATION
     return item
 
@@ -40,8 +50,7 @@ async def _evaluate_cases(item: Item, ctx: StageContext) -> Item:
     outcome = await evaluate_cases(ctx.task, node.code, order,
                                    on_case=spec.on_case if spec else None,
                                    limits=ctx.limits, scratch_root=ctx.scratch)
-    node.eval_s = outcome.seconds
-    node.metrics, node.artifacts = dict(outcome.metrics), dict(outcome.artifacts)
+    _record(node, outcome)
     node.case_scores, node.cases_done = dict(outcome.case_scores), outcome.cases_done
     if spec is not None and spec.pruned and outcome.error is None:
         node.evaluated_at = time.time()
@@ -49,7 +58,7 @@ async def _evaluate_cases(item: Item, ctx: StageContext) -> Item:
         node.artifacts["pruned"] = (f"prefix of {outcome.cases_done}/{outcome.cases_total} cases "
                                     f"scored {node.score_partial:.6g}: cannot beat the pool's best")
         return item
-    return _finish(item, outcome.ok, outcome.score, outcome.error)
+    return _finish(item, outcome)
 
 
 async def engineer(item: Item, ctx: StageContext) -> Item:
@@ -66,11 +75,5 @@ async def engineer(item: Item, ctx: StageContext) -> Item:
         return await _evaluate_cases(item, ctx)
     outcome = await evaluate_program(ctx.task, node.code, stage="full", limits=ctx.limits,
                                      scratch_root=ctx.scratch)
-    node.eval_s = outcome.seconds
-    node.metrics = dict(outcome.metrics)
-    node.artifacts = dict(outcome.artifacts)
-    if outcome.stdout_tail:
-        node.artifacts.setdefault("stdout_tail", outcome.stdout_tail[-4000:])
-    if outcome.stderr_tail:
-        node.artifacts.setdefault("stderr_tail", outcome.stderr_tail[-4000:])
-    return _finish(item, outcome.ok, outcome.score, outcome.error)
+    _record(node, outcome)
+    return _finish(item, outcome)
