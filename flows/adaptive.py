@@ -24,8 +24,9 @@ log = logging.getLogger("evoforge.adaptive")
 class Staffed(Protocol):
     """What the controller needs from an engine."""
 
-    def stages(self) -> list[str]: ...
+    def stage_names(self) -> list[str]: ...
     def workers(self, stage: str) -> int: ...
+    def bounds(self, stage: str) -> tuple[int, int]: ...  # (min, max) workers
     def work_waiting(self, stage: str) -> bool: ...
     def meter(self, stage: str) -> tuple[int, float]: ...  # (items finished, busy worker-seconds)
     def add_worker(self, stage: str) -> None: ...
@@ -41,14 +42,10 @@ class AdaptiveController:
     last: dict[str, tuple[int, float]] = field(default_factory=dict)
     decisions: list[str] = field(default_factory=list)
 
-    def bounds(self, stage: str) -> tuple[int, int]:
-        high = {"research": self.cfg.max_research, "engineer": self.cfg.max_engineer}
-        return self.cfg.min_workers, high.get(stage, self.cfg.max_engineer)
-
     def measure(self, engine: Staffed) -> dict[str, float]:
         """Update each stage's smoothed capacity from what it finished since the last step."""
         out = {}
-        for stage in engine.stages():
+        for stage in engine.stage_names():
             done, busy = engine.meter(stage)
             done0, busy0 = self.last.get(stage, (0, 0.0))
             self.last[stage] = (done, busy)
@@ -67,7 +64,7 @@ class AdaptiveController:
         median = statistics.median(rates.values())
         taken = []
         for stage, rate in rates.items():
-            low, high = self.bounds(stage)
+            low, high = engine.bounds(stage)
             n = engine.workers(stage)
             if rate < 0.5 * median and engine.work_waiting(stage) and n < high:
                 engine.add_worker(stage)

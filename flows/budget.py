@@ -11,11 +11,11 @@ from evoforge.stages.stats import RunStats
 
 @dataclass
 class Budget:
-    """Evaluations, proposals, tokens and wall time; `in_flight` counts issued, unfinished items."""
+    """Evaluations, proposals, tokens and wall time; `in_flight` is the engine's count of issued,
+    unfinished items (the engine owns it: passed in, never kept here)."""
 
     cfg: BudgetConfig
     stats: RunStats
-    in_flight: int = 0
     started: float = field(default_factory=time.monotonic)
 
     def _wall_over(self) -> bool:
@@ -37,18 +37,13 @@ class Budget:
             return "max_wall_s reached"
         return None
 
-    def can_issue(self) -> bool:
+    def can_issue(self, in_flight: int) -> bool:
         """True when one more item fits the budget, counting the ones in flight as spent."""
-        if self.stop_reason() is not None:
-            return False
-        return (
-            self.stats.evaluations + self.in_flight < self.cfg.max_evals
-            and self.stats.proposals + self.in_flight < self.cfg.proposal_cap()
-        )
+        return self.remaining(in_flight) > 0
 
-    def remaining(self) -> int:
-        """How many more items may be issued now."""
+    def remaining(self, in_flight: int) -> int:
+        """How many more items may be issued now, with `in_flight` issued and unfinished."""
         if self.stop_reason() is not None:
             return 0
         return max(0, min(self.cfg.max_evals - self.stats.evaluations,
-                          self.cfg.proposal_cap() - self.stats.proposals) - self.in_flight)
+                          self.cfg.proposal_cap() - self.stats.proposals) - in_flight)

@@ -92,41 +92,26 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from evoforge.evaluators.task import load_task
-    from evoforge.flows.evolve import evolution_run
+    from evoforge.flows.evolve import run_prepared
+    from evoforge.flows.prepare import RunRequest, prepare
     from evoforge.infra.config import load_config
-    from evoforge.infra.llm.factory import make_backend
-    from evoforge.infra.llm.openai_backend import OpenAIBackend
 
     cfg = load_config(ns.config, _overrides(ns))
-    task = load_task(ns.task)
-    llm = make_backend(cfg.llm, cfg.seed)
-    if isinstance(llm, OpenAIBackend):
-        model = asyncio.run(_check(llm))
-        print(f"[evoforge] LLM: {model} at {cfg.llm.base_url}", file=sys.stderr)
-    else:
-        print("[evoforge] LLM: none configured, using the offline proposer (no LLM; set "
-              "--llm-base-url or EVOFORGE_LLM_BASE_URL to use one)", file=sys.stderr)
     workspace = Path(cfg.workspace)
-    run_dir = ns.run_dir or workspace / task.name
-    print(f"[evoforge] task {task.name}, run folder {run_dir}, mode {cfg.engine.mode}, "
+    request = RunRequest(task=ns.task, run_dir="", config=cfg, prefect_tasks=not ns.no_prefect_tasks,
+                         quiet=ns.quiet)
+    prepared = prepare(request)  # once: the task loaded, the backend made (checked in the flow's loop)
+    run_dir = ns.run_dir or workspace / prepared.task.name
+    request.run_dir = str(run_dir.resolve())
+    print(f"[evoforge] task {prepared.task.name}, run folder {run_dir}, mode {cfg.engine.mode}, "
           f"budget {cfg.budget.max_evals} evaluations", file=sys.stderr)
-    final = asyncio.run(evolution_run(
-        str(task.root), str(run_dir.resolve()), cfg.model_dump(mode="json"),
-        str(workspace.resolve()), prefect_tasks=not ns.no_prefect_tasks, quiet=ns.quiet))
+    final = asyncio.run(run_prepared(prepared))
     print(f"[evoforge] {final['state']}: {final.get('stop_reason') or 'stopped'}; "
           f"{final['evaluations']} evaluations, {final['nodes_evaluated']} accepted, "
           f"{final['candidates_per_min']} candidates/min", file=sys.stderr)
     print(f"best score {final['best_score']} (node {final['best_node']})")
     print(f"best program {final['best_program']}")
     return INTERRUPTED if final["state"] == "interrupted" else 0
-
-
-async def _check(llm: Any) -> str:
-    try:
-        return await llm.check()
-    finally:
-        await llm.close()
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

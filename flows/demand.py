@@ -8,7 +8,7 @@ an ever older pool. Latencies are smoothed with an exponential moving average.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -24,20 +24,15 @@ class Ema:
 
 @dataclass
 class ResearchDemand:
-    """The research concurrency that keeps `engineers` evaluators busy, within [1, max_research]."""
+    """The research concurrency that keeps the evaluators busy, within [1, research workers]."""
 
-    max_research: int
-    engineers: int
-    llm_s: Ema
-    eval_s: Ema
+    llm_s: Ema = field(default_factory=Ema)
+    eval_s: Ema = field(default_factory=Ema)
 
-    @classmethod
-    def create(cls, max_research: int, engineers: int) -> ResearchDemand:
-        return cls(max_research, engineers, Ema(), Ema())
-
-    def target(self) -> int:
+    def target(self, research_workers: int, engineers: int) -> int:
+        """How many research calls to keep in flight, given the stages' current worker counts."""
         if self.llm_s.value is None or self.eval_s.value is None:
-            return self.max_research
-        rate = self.engineers / max(self.eval_s.value, 1e-3)
-        wanted = math.ceil(rate * self.llm_s.value) + self.engineers
-        return max(1, min(self.max_research, wanted))
+            return research_workers
+        rate = engineers / max(self.eval_s.value, 1e-3)
+        wanted = math.ceil(rate * self.llm_s.value) + engineers
+        return max(1, min(research_workers, wanted))

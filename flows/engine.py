@@ -1,11 +1,19 @@
-"""The asynchronous stage engine: research, reflect and engineer worker pools joined by queues.
+"""The stage engine: one worker pool per stage plug-in, one commit coroutine, one fatal path.
 
-Research workers pull: each samples its own parent when it starts (sampling is cheap and this
-keeps staleness low), asks the LLM, and hands the candidate to the engineers through a queue. A
-worker starts only while the evaluation queue has room and the research in flight is below what
-the evaluators can absorb (flows/demand.py). At the engineer's entry the staleness policy passes,
-drops, or sends the item to the reflect pool. One commit coroutine is the single writer; it also
-settles speculative nodes and marks the items derived from a rolled-back node.
+The engine knows stages only through the contract in stages/stage.py. Items enter at the entry
+stage (research): a worker of that stage draws a new item (sample: parent, inspirations) when
+the scheduling policy allows, so sampling happens as late as possible. When a worker takes an
+item off its stage's queue, the stage's door (`admit`: e.g. the staleness policy) may send it
+elsewhere; otherwise the stage runs and its result is applied to the item by the engine, which
+routes it on (the stage's `then`, a stage spliced in `after` it, or wherever the result says).
+Every trip ends at the commit coroutine, the single writer.
+
+Failure handling: an exception inside one stage run fails that item's node, with the reason,
+and the run goes on. Any other exception — in a worker's own loop, the sampler, the commit,
+the adaptive controller, or a background task such as the ticker — stops the run promptly
+through one fatal path: logged with its traceback, then re-raised by `run()` as `EngineFailure`.
+A stop request (Ctrl+C, the wall-clock limit) wakes the engine at once; items still in a stage
+are cancelled (persisted proposals are re-queued by the next run).
 """
 
 from __future__ import annotations
@@ -13,260 +21,314 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
-from evoforge.flows.demand import ResearchDemand
-from evoforge.flows.stage_tasks import StageTasks
-from evoforge.infra.nodes import STALE
+from evoforge.flows.policies import AsyncPolicy, Policy
+from evoforge.flows.stage_calls import StageCalls
+from evoforge.flows.stage_pool import StagePool
+from evoforge.infra.nodes import FAILED, Node
 from evoforge.stages.commit import Committer
 from evoforge.stages.context import StageContext
 from evoforge.stages.history import ROLLBACK
-from evoforge.stages.item import DROPPED_STALE, Item
+from evoforge.stages.item import Item
+from evoforge.stages.research import new_candidate
 from evoforge.stages.sample.draw import draw_item
 from evoforge.stages.speculation import taint_derived
-from evoforge.stages.staleness import DROP, REFLECT, decide
+from evoforge.stages.stage import COMMIT, Stage
 
 log = logging.getLogger("evoforge.engine")
 
-_PROPOSAL, _RESULT, _SPECULATIVE = "proposal", "result", "speculative"
-_FLUSH_ROWS = 32
+_CHECKPOINT, _FINAL, _RELEASE = "checkpoint", "final", "release"
 
 
-class AsyncEngine:
-    """Runs items through the stages until the budget is spent or a stop is requested."""
+class EngineFailure(RuntimeError):
+    """The run stopped on an error outside any single item's work (traceback in run.log)."""
 
-    def __init__(self, ctx: StageContext, committer: Committer, budget: Budget, stages: StageTasks,
-                 stop: asyncio.Event):
+
+def build_routes(stages: Sequence[Stage]) -> dict[str, str]:
+    """Where each stage's results go: its `then`, with stages declaring `after` spliced in."""
+    names = {s.name for s in stages}
+    routes = {s.name: (s.then if s.then in names or s.then == COMMIT else COMMIT) for s in stages}
+    for stage in stages:
+        if stage.after is not None:
+            if stage.after not in routes:
+                raise ValueError(f"stage '{stage.name}' goes after '{stage.after}', which is not in the run")
+            routes[stage.name], routes[stage.after] = routes[stage.after], stage.name
+    return routes
+
+
+class Engine:
+    """Moves items through the stage pools until the budget is spent, a stop is asked, or a
+    fatal error occurs."""
+
+    def __init__(self, ctx: StageContext, committer: Committer, budget: Budget, stages: Sequence[Stage],
+                 calls: StageCalls, stop: asyncio.Event, policy: Policy | None = None,
+                 controller: AdaptiveController | None = None):
         cfg = ctx.config
-        self.ctx, self.committer, self.budget, self.stages, self.stop = ctx, committer, budget, stages, stop
-        self.queue_size = cfg.engine.queue_size or cfg.engine.workers.engineer
-        self.engineer_q: asyncio.Queue[Item] = asyncio.Queue()
-        self.reflect_q: asyncio.Queue[Item] = asyncio.Queue()
-        self.commit_q: asyncio.Queue[tuple[str, Item, float] | None] = asyncio.Queue()
+        self.ctx, self.committer, self.budget, self.calls, self.stop = ctx, committer, budget, calls, stop
+        active = [s for s in stages if s.enabled(cfg)]
+        if len({s.name for s in active}) != len(active):
+            raise ValueError(f"two stages share a name: {[s.name for s in active]}")
+        self.pools: dict[str, StagePool] = {s.name: StagePool(s, s.workers(cfg)) for s in active}
+        self.routes = build_routes(active)
+        self.entry = self.pools[active[0].name]
+        self.downstream = self.pools.get(self.routes[self.entry.name], self.entry)
+        self.policy = policy or AsyncPolicy(cfg.engine.queue_size or cfg.engine.workers.engineer)
+        self.controller = controller
+        self.commit_q: asyncio.Queue[tuple[str, Item, Node | None, float] | None] = asyncio.Queue()
+        self.in_flight: dict[int, Item] = {}  # every issued, unfinished item, by id()
         self.changed = asyncio.Condition()
-        self.waiting = 0  # researched candidates queued for an engineer
-        self.in_flight: dict[int, Item] = {}  # every issued, unfinished item (for rollback taints)
-        self.pools: dict[str, list[asyncio.Task]] = {"research": [], "engineer": [], "reflect": []}
-        self.retiring = {"research": 0, "engineer": 0, "reflect": 0}
-        self.busy = {"research": 0, "engineer": 0, "reflect": 0}
-        self.finished = {"research": 0, "engineer": 0, "reflect": 0}
-        self.busy_s = {"research": 0.0, "engineer": 0.0, "reflect": 0.0}
+        self.fatal: BaseException | None = None
         self.commit_wait_s = 0.0
-        self.demand = ResearchDemand.create(cfg.engine.workers.research, cfg.engine.workers.engineer)
-        self.reflective = cfg.staleness.policy == "reflective"
-        self.controller = AdaptiveController(cfg.adaptive) if cfg.adaptive.enabled else None
+        self._background: set[asyncio.Task] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
         ctx.release = self._release
 
     # --- what the progress line, status.json and the adaptive controller read -----------------
     def gauges(self) -> dict[str, Any]:
-        out = {
-            "research_workers": len(self.pools["research"]),
-            "engineer_workers": len(self.pools["engineer"]),
-            "research_busy": self.busy["research"],
-            "engineer_busy": self.busy["engineer"],
-            "research_target": self.demand.target(),
-            "engineer_queue": self.waiting,
-            "commit_queue": self.commit_q.qsize(),
-            "commit_wait_s": round(self.commit_wait_s, 3),
-            "in_flight": self.budget.in_flight,
-        }
-        if self.reflective:
-            out.update(reflect_workers=len(self.pools["reflect"]), reflect_queue=self.reflect_q.qsize())
+        out: dict[str, Any] = {"in_flight": len(self.in_flight), "commit_queue": self.commit_q.qsize(),
+                               "commit_wait_s": round(self.commit_wait_s, 3),
+                               "commit_flushes": self.committer.flushes,
+                               "commit_rows_written": self.committer.rows_written}
+        for pool in self.pools.values():
+            out.update(pool.gauges())
+        out.update(self.policy.gauges(self))
         if self.controller is not None:
             out.update(adaptive_decisions=len(self.controller.decisions),
                        adaptive_last=self.controller.decisions[-5:])
         return out
 
-    def stages(self) -> list[str]:
-        return ["research", "engineer"] + (["reflect"] if self.reflective else [])
+    def stage_names(self) -> list[str]:
+        return list(self.pools)
 
     def workers(self, stage: str) -> int:
-        return len(self.pools[stage]) - self.retiring[stage]
+        return self.pools[stage].workers
 
-    def work_waiting(self, stage: str) -> bool:
-        if stage == "engineer":
-            return self.waiting > 0
-        if stage == "reflect":
-            return self.reflect_q.qsize() > 0
-        return self.budget.can_issue() and self.waiting < self.queue_size
+    def bounds(self, stage: str) -> tuple[int, int]:
+        bounds = self.pools[stage].bounds
+        return bounds.low, bounds.high
 
     def meter(self, stage: str) -> tuple[int, float]:
-        return self.finished[stage], self.busy_s[stage]
+        return self.pools[stage].meter()
+
+    def work_waiting(self, stage: str) -> bool:
+        pool = self.pools[stage]
+        return pool.waiting > 0 or (pool is self.entry and self.policy.wants_workers(self))
 
     def add_worker(self, stage: str) -> None:
-        if self.retiring[stage]:
-            self.retiring[stage] -= 1
+        pool = self.pools[stage]
+        if pool.retiring:
+            pool.retiring -= 1
             return
-        body = {"research": self._research_worker, "engineer": self._engineer_worker,
-                "reflect": self._reflect_worker}[stage]
-        task = asyncio.create_task(body())
-        self.pools[stage].append(task)
-        task.add_done_callback(lambda t, s=stage: self.pools[s].remove(t) if t in self.pools[s] else None)
-        if stage == "research":
-            self.demand.max_research = self.workers("research")
-        elif stage == "engineer":
-            self.demand.engineers = self.workers("engineer")
+        task = self._spawn(self._worker(pool), f"{stage}-worker")
+        pool.tasks.add(task)
+        task.add_done_callback(pool.tasks.discard)
 
     def remove_worker(self, stage: str) -> None:
-        if self.workers(stage) > 1:
-            self.retiring[stage] += 1
-            if stage == "research":
-                self.demand.max_research = self.workers("research")
-            elif stage == "engineer":
-                self.demand.engineers = self.workers("engineer")
-
-    def _retire(self, stage: str) -> bool:
-        if self.retiring[stage] > 0:
-            self.retiring[stage] -= 1
-            return True
-        return False
+        pool = self.pools[stage]
+        if pool.workers > max(1, pool.bounds.low):
+            pool.retiring += 1
+            self._wake()
 
     # --- the run ---------------------------------------------------------------------------------
-    async def run(self, resumed: list[Item]) -> None:
-        cfg = self.ctx.config.engine
+    async def run(self, resumed: Sequence[Item] = (),
+                  background: Sequence[Callable[[], Awaitable[Any]]] = ()) -> None:
+        """Run to the end; raises EngineFailure when a fatal error stopped the run."""
+        self._loop = asyncio.get_running_loop()
         for item in resumed:
-            self._track(item)
-            self._enqueue(item)
-        for stage, count in (("research", cfg.workers.research), ("engineer", cfg.workers.engineer),
-                             ("reflect", cfg.workers.engineer if self.reflective else 0)):
-            for _ in range(count):
-                self.add_worker(stage)
-        committer = asyncio.create_task(self._commit_loop())
-        control = asyncio.create_task(self.controller.run(self)) if self.controller else None
+            self.in_flight[id(item)] = item
+            self.send(item, self.routes[self.entry.name], from_stage=None)
+        committer = self._spawn(self._commit_loop(), "commit")
+        for pool in self.pools.values():
+            for _ in range(pool.bounds.initial):
+                self.add_worker(pool.name)
+        watchers = [self._spawn(self._watch_stop(), "stop-watcher")]
+        if self.controller is not None:
+            watchers.append(self._spawn(self.controller.run(self), "adaptive-controller"))
+        watchers += [self._spawn(make(), getattr(make, "__name__", "background")) for make in background]
         try:
-            async with self.changed:
-                await self.changed.wait_for(self._done)
+            await self._until(lambda: self.fatal is not None or self.stop.is_set() or self._done())
         finally:
-            workers = [t for pool in self.pools.values() for t in pool]
-            for task in workers + ([control] if control else []):
-                task.cancel()
-            await asyncio.gather(*workers, *([control] if control else []), return_exceptions=True)
-            await self.commit_q.put(None)
-            await committer
+            await self._shutdown(committer, watchers)
+        if self.fatal is not None:
+            raise EngineFailure(f"{type(self.fatal).__name__}: {self.fatal}") from self.fatal
 
     def _done(self) -> bool:
-        return self.stop.is_set() or (self.budget.stop_reason() is not None and self.budget.in_flight == 0)
+        """Nothing in flight and nothing more may be issued (budget spent or a limit reached)."""
+        return not self.in_flight and self.budget.remaining(0) == 0
+
+    async def _shutdown(self, committer: asyncio.Task, watchers: list[asyncio.Task]) -> None:
+        workers = [t for pool in self.pools.values() for t in pool.tasks]
+        self.ctx.evaluations.abort_all()
+        for task in workers + watchers:
+            task.cancel()
+        for task, outcome in zip(workers + watchers,
+                                 await asyncio.gather(*workers, *watchers, return_exceptions=True),
+                                 strict=True):
+            if isinstance(outcome, Exception) and self.fatal is None:
+                self._fail(task.get_name(), outcome)
+        if not committer.done():
+            await self.commit_q.put(None)
+            await asyncio.wait({committer})
+
+    # --- supervision: every background task reports to one fatal path ---------------------------
+    def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._background.add(task)
+        task.add_done_callback(self._on_task_done)
+        return task
+
+    def _on_task_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self._fail(task.get_name(), exc)
+
+    def _fail(self, where: str, exc: BaseException) -> None:
+        if self.fatal is None:
+            self.fatal = exc
+            log.error("fatal error in %s, stopping the run:\n%s", where,
+                      "".join(traceback.format_exception(exc)))
+        self._wake()
+
+    def _wake(self) -> None:
+        """Notify every waiter, from any synchronous code on the loop."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.create_task(self._notify())
 
     async def _notify(self) -> None:
         async with self.changed:
             self.changed.notify_all()
 
-    def _room(self) -> bool:
-        return self.waiting < self.queue_size and self.busy["research"] < self.demand.target()
-
-    async def _wait_for_budget(self) -> bool:
-        """Wait until one more item may be issued and is wanted; False when the run is done."""
+    async def _until(self, predicate: Callable[[], bool]) -> None:
         async with self.changed:
-            await self.changed.wait_for(
-                lambda: self.stop.is_set() or self.budget.stop_reason() is not None
-                or self.retiring["research"] > 0 or (self.budget.can_issue() and self._room())
-            )
-        return not self.stop.is_set() and self.budget.stop_reason() is None
+            await self.changed.wait_for(predicate)
 
-    def _track(self, item: Item) -> None:
-        self.budget.in_flight += 1
-        self.in_flight[id(item)] = item
-
-    def _enqueue(self, item: Item) -> None:
-        self.waiting += 1
-        self.engineer_q.put_nowait(item)
-
-    def _commit(self, kind: str, item: Item) -> None:
-        self.commit_q.put_nowait((kind, item, time.perf_counter()))
-
-    def _release(self, item: Item) -> None:
-        """Called mid-evaluation by the speculation: the item's node enters the pool now."""
-        self._commit(_SPECULATIVE, item)
-
-    async def _timed(self, stage: str, call: Callable[[Item], Awaitable[Item]], item: Item) -> Item:
-        self.busy[stage] += 1
-        start = time.perf_counter()
-        try:
-            return await call(item)
-        finally:
-            self.busy[stage] -= 1
-            self.busy_s[stage] += time.perf_counter() - start
-            self.finished[stage] += 1
-
-    async def _research_worker(self) -> None:
-        while await self._wait_for_budget():
-            if self._retire("research"):
-                return
-            item = draw_item(self.ctx)
-            self._track(item)
-            item = await self._timed("research", self.stages.research, item)
-            if item.outcome is not None:
-                self._commit(_RESULT, item)
-                continue
-            self.demand.llm_s.add(item.node.llm_s if item.node else 0.0)
-            self._commit(_PROPOSAL, item)
-            self._enqueue(item)
-
-    async def _engineer_worker(self) -> None:
-        while not self._retire("engineer"):
-            item = await self.engineer_q.get()
-            self.waiting -= 1
-            await self._notify()
-            node = item.node
-            assert node is not None
-            if not item.reflected:
-                decision = decide(item, self.ctx.pool.v, self.ctx.history, self.ctx.config.staleness)
-                node.staleness, node.reflection = item.staleness(self.ctx.pool.v), decision.reason
-                if decision.action == DROP:
-                    node.status, item.outcome = STALE, DROPPED_STALE
-                    self._commit(_RESULT, item)
-                    continue
-                if decision.action == REFLECT:
-                    self.reflect_q.put_nowait(item)
-                    continue
-            item = await self._timed("engineer", self.stages.engineer, item)
-            self._commit(_RESULT, item)
-
-    async def _reflect_worker(self) -> None:
-        while not self._retire("reflect"):
-            item = await self.reflect_q.get()
-            item = await self._timed("reflect", self.stages.reflect, item)
-            if item.outcome is not None:
-                self._commit(_RESULT, item)
-            else:
-                self._enqueue(item)
-                await self._notify()
-
-    async def _commit_loop(self) -> None:
-        """The single writer; rows are flushed in one transaction whenever the queue runs dry."""
-        try:
-            while (entry := await self.commit_q.get()) is not None:
-                await self._commit_entry(*entry)
-                if self.commit_q.empty() or self.committer.pending() >= _FLUSH_ROWS:
-                    self.committer.flush()
-        finally:
-            self.committer.flush()
-
-    async def _commit_entry(self, kind: str, item: Item, queued_at: float) -> None:
-        self.commit_wait_s += time.perf_counter() - queued_at
-        if kind == _PROPOSAL:
-            self.committer.record_proposal(item)
-            return
-        if kind == _SPECULATIVE:
-            await self.stages.event("speculative-release", item, self.committer.record_speculative)
-            return
-        settling = item.node is not None and item.node.speculative_at is not None
-        name = "settle-speculation" if settling else None
-        event = await self.stages.event(name, item, self.committer.record_result)
-        if event == ROLLBACK:
-            self._taint(item)
-        self.in_flight.pop(id(item), None)
-        self.budget.in_flight -= 1
-        if item.node is not None and item.node.was_evaluated:
-            self.demand.eval_s.add(item.node.eval_s)
+    async def _watch_stop(self) -> None:
+        await self.stop.wait()
         await self._notify()
 
-    def _taint(self, rolled_back: Item) -> None:
-        """Mark every in-flight item derived from a rolled-back node as stale."""
-        assert rolled_back.node is not None
-        marked = taint_derived(self.in_flight.values(), rolled_back.node.id)
-        log.info("rolled back %s; %d in-flight items derived from it marked stale",
-                 rolled_back.node.id, len(marked))
+    # --- items -----------------------------------------------------------------------------------
+    def send(self, item: Item, dest: str, from_stage: str | None) -> None:
+        """Route `item` to a stage's queue or to the commit (unless the policy holds it)."""
+        if from_stage is not None and self.policy.hold(self, from_stage, item, dest):
+            return
+        if dest == COMMIT:
+            self._to_commit(_FINAL, item)
+        else:
+            item.stage = dest
+            self.pools[dest].queue.append(item)
+        self._wake()
+
+    def _to_commit(self, kind: str, item: Item, snapshot: Node | None = None) -> None:
+        self.commit_q.put_nowait((kind, item, snapshot, time.perf_counter()))
+
+    def _release(self, item: Item, snapshot: Node) -> None:
+        """Called by the engineer mid-evaluation: the item's node enters the pool now."""
+        self._to_commit(_RELEASE, item, snapshot)
+
+    def _stopping(self) -> bool:
+        return self.fatal is not None or self.stop.is_set()
+
+    async def _take(self, pool: StagePool) -> Item | None:
+        """The next item for a worker of `pool`; None when the worker should retire or stop."""
+        def ready() -> bool:
+            return (self._stopping() or pool.retiring > 0 or pool.waiting > 0
+                    or (pool is self.entry and self.policy.may_issue(self)))
+
+        await self._until(ready)
+        if self._stopping():
+            return None
+        if pool.retiring > 0:
+            pool.retiring -= 1
+            return None
+        if pool.waiting > 0:
+            return pool.queue.popleft()
+        item = draw_item(self.ctx)  # sampling: an error here is the engine's, hence fatal
+        self.policy.on_issued(self)
+        self.in_flight[id(item)] = item
+        item.stage = pool.name
+        return item
+
+    async def _worker(self, pool: StagePool) -> None:
+        while (item := await self._take(pool)) is not None:
+            admission = pool.stage.admit(item, self.ctx)
+            if admission.node is not None:
+                item.apply(admission.node, {})
+            if not admission.admitted:
+                self.send(item, admission.to, from_stage=None)  # type: ignore[arg-type]
+                continue
+            pool.busy += 1
+            start = time.perf_counter()
+            try:
+                result = await self._guarded(pool.stage, item)
+            finally:
+                pool.busy -= 1
+                pool.busy_s += time.perf_counter() - start
+                pool.finished += 1
+            item.apply(result.node, result.updates)
+            dest = result.to or self.routes[pool.name]
+            if pool.stage.checkpoint and dest != COMMIT:
+                self._to_commit(_CHECKPOINT, item)
+            self.send(item, dest, from_stage=pool.name)
+
+    async def _guarded(self, stage: Stage, item: Item):
+        """Run one stage on one item; an error there fails that node (recorded), not the run."""
+        try:
+            return await self.calls.run(stage, item)
+        except Exception as exc:  # noqa: BLE001 - recorded on the node and in run.log
+            from evoforge.stages.stage import StageResult
+
+            log.error("internal error in the %s stage on %s:\n%s", stage.name, item.label,
+                      traceback.format_exc())
+            node = item.node.copy() if item.node is not None else new_candidate(item, self.ctx)
+            node.status, node.failed_stage = FAILED, stage.name
+            node.error = f"internal error in the {stage.name} stage: {type(exc).__name__}: {exc}"
+            return StageResult(node, to=COMMIT)
+
+    # --- the single writer -----------------------------------------------------------------------
+    async def _commit_loop(self) -> None:
+        """Apply results in arrival order; write them in groups (size or age, see Committer)."""
+        while True:
+            due = self.committer.flush_due()
+            if due == 0:
+                self.committer.flush()
+                continue
+            try:
+                entry = await asyncio.wait_for(self.commit_q.get(), timeout=due)
+            except TimeoutError:
+                self.committer.flush()
+                continue
+            if entry is None:
+                break
+            await self._apply(*entry)
+        self.committer.flush()
+
+    async def _apply(self, kind: str, item: Item, snapshot: Node | None, queued_at: float) -> None:
+        self.commit_wait_s += time.perf_counter() - queued_at
+        if kind == _CHECKPOINT:
+            self.committer.record_proposal(item)
+            return
+        if kind == _RELEASE:
+            assert snapshot is not None
+            await self.calls.event("speculative-release", item,
+                                   lambda it: self.committer.record_speculative(it, snapshot))
+            return
+        settling = item.node is not None and item.node.speculative_at is not None
+        event = await self.calls.event("settle-speculation" if settling else None, item,
+                                       self.committer.record_result)
+        if event == ROLLBACK:
+            assert item.node is not None
+            marked = taint_derived(self.in_flight.values(), item.node.id, self.committer.lineage)
+            log.info("rolled back %s; %d in-flight items derived from it marked stale",
+                     item.node.id, len(marked))
+        self.in_flight.pop(id(item), None)
+        self.policy.on_finished(self, item)
+        await self._notify()

@@ -9,24 +9,27 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from prefect import flow
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from evoforge.evaluators.cases import list_cases
-from evoforge.evaluators.task import TaskError, load_task
+from evoforge.evaluators.task import TaskError
+from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
-from evoforge.flows.engine import AsyncEngine
+from evoforge.flows.engine import Engine
+from evoforge.flows.evaluation_tasks import TaskRunnerEvaluations
+from evoforge.flows.policies import AsyncPolicy, BarrierPolicy
+from evoforge.flows.prepare import Prepared, RunRequest, hand_over, take_over
 from evoforge.flows.progress import tick
 from evoforge.flows.runlog import attach_run_log, detach_run_log
 from evoforge.flows.session import Session, open_session
-from evoforge.flows.stage_tasks import StageTasks, build_stage_tasks
-from evoforge.flows.sync_engine import SyncEngine
-from evoforge.infra.config import RunConfig
-from evoforge.infra.llm.factory import make_backend
-from evoforge.infra.llm.openai_backend import OpenAIBackend
+from evoforge.flows.stage_calls import StageCalls
 from evoforge.infra.nodes import EVALUATED
+from evoforge.stages.engineer import Engineer
+from evoforge.stages.registry import default_stages
+from evoforge.stages.stage import Stage
 
 log = logging.getLogger("evoforge.run")
 
@@ -62,10 +65,19 @@ def _install_stop_handlers(stop: asyncio.Event) -> None:
             loop.add_signal_handler(sig, on_signal)
 
 
-async def _evaluate_seed(session: Session, stages: StageTasks) -> None:
+def _remove_stop_handlers() -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(sig)
+
+
+async def _evaluate_seed(session: Session, calls: StageCalls, engineer: Stage) -> None:
     if session.seed_item is None:
         return
-    item = await stages.engineer(session.seed_item)
+    item = session.seed_item
+    result = await calls.run(engineer, item)
+    item.apply(result.node, result.updates)
     session.committer.record_result(item)
     session.committer.flush()
     assert item.node is not None
@@ -74,36 +86,66 @@ async def _evaluate_seed(session: Session, stages: StageTasks) -> None:
                          f"{item.node.error}")
 
 
-@flow(name="evoforge-run", persist_result=False, validate_parameters=False)
-async def evolution_run(task_spec: str, run_dir: str, config: dict[str, Any], workspace: str,
-                        prefect_tasks: bool = True, quiet: bool = False) -> dict[str, Any]:
+def task_runner_for(request: RunRequest) -> ThreadPoolTaskRunner:
+    """Threads enough for every evaluation worker the run may have."""
+    cfg = request.config
+    most = max(cfg.engine.workers.engineer, cfg.adaptive.max_engineer if cfg.adaptive.enabled else 0)
+    return ThreadPoolTaskRunner(max_workers=most + 1)
+
+
+async def run_prepared(prepared: Prepared) -> dict[str, Any]:
+    """Check the LLM once, then run the evolution flow on the prepared run (the CLI's path)."""
+    await prepared.check_llm(announce=True)
+    token = hand_over(prepared)
+    try:
+        flow_fn = evolution_run.with_options(task_runner=task_runner_for(prepared.request))
+        return await flow_fn(prepared.request)
+    finally:
+        await prepared.llm.close()
+        token.var.reset(token)
+
+
+@flow(name="evoforge-run", persist_result=False)
+async def evolution_run(request: RunRequest) -> dict[str, Any]:
     """Evolve the task's program until the budget is spent; returns the final status."""
-    cfg = RunConfig.model_validate(config)
-    task = load_task(task_spec)
-    llm = make_backend(cfg.llm, cfg.seed)
-    if isinstance(llm, OpenAIBackend):
-        await llm.check()
-    Path(run_dir).mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - startup, nothing runs yet
-    cases = await list_cases(task, scratch_root=Path(run_dir)) if task.case_based else None
-    session = open_session(task, cfg, Path(run_dir), llm, Path(workspace), cases=cases)
+    prepared = take_over(request)
+    await prepared.check_llm()
+    cfg, task, llm = prepared.config, prepared.task, prepared.llm
+    prepared.run_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - startup, nothing runs yet
+    cases = await list_cases(task, scratch_root=prepared.run_dir) if task.case_based else None
+    session = open_session(task, cfg, prepared.run_dir, llm, prepared.workspace, cases=cases)
     handler = attach_run_log(session.paths.log)
+    try:
+        return await _run_session(session, prepared)
+    finally:
+        detach_run_log(handler)
+
+
+async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
+    cfg, task, llm, request = prepared.config, prepared.task, prepared.llm, prepared.request
     stop = asyncio.Event()
     _install_stop_handlers(stop)
-    stages = build_stage_tasks(session.ctx, use_prefect=prefect_tasks)
+    if request.prefect_tasks:
+        session.ctx.evaluations = TaskRunnerEvaluations()
+    calls = StageCalls(session.ctx, use_prefect=request.prefect_tasks)
+    stages = default_stages()
     budget = Budget(cfg.budget, session.committer.stats)
-    engine_cls = AsyncEngine if cfg.engine.mode == "async" else SyncEngine
-    engine = engine_cls(session.ctx, session.committer, budget, stages, stop)
+    policy = BarrierPolicy() if cfg.engine.mode == "sync" else \
+        AsyncPolicy(cfg.engine.queue_size or cfg.engine.workers.engineer)
+    adaptive = cfg.adaptive.enabled and cfg.engine.mode == "async"
+    controller = AdaptiveController(cfg.adaptive) if adaptive else None
+    engine = Engine(session.ctx, session.committer, budget, stages, calls, stop, policy, controller)
     started_at = time.time()
-    log.info("run %s of %s in %s: mode %s, backend %s %s, %d resumed items",
-             session.ctx.run_id, task.name, run_dir, cfg.engine.mode, llm.name, llm.model,
-             len(session.resumed))
+    log.info("run %s of %s in %s: mode %s, backend %s %s, stages %s, %d resumed items",
+             session.ctx.run_id, task.name, prepared.run_dir, cfg.engine.mode, llm.name, llm.model,
+             " -> ".join(engine.stage_names()), len(session.resumed))
 
     def snapshot(state: str = "running") -> dict[str, Any]:
         return session.committer.write_snapshot({
             "state": state, "run_id": session.ctx.run_id, "task": task.name, "mode": cfg.engine.mode,
             "backend": llm.name, "model": llm.model, "pid": os.getpid(), "started_at": started_at,
             "updated_at": time.time(), "max_evals": cfg.budget.max_evals,
-            "stop_reason": budget.stop_reason(), "internal_errors": len(stages.internal_errors),
+            "stop_reason": budget.stop_reason(),
             "mlflow_run_id": session.tracker.parent_run_id if session.tracker else None,
             **engine.gauges(),
         })
@@ -112,31 +154,38 @@ async def evolution_run(task_spec: str, run_dir: str, config: dict[str, Any], wo
         if cfg.budget.max_wall_s is not None and budget.stop_reason() == "max_wall_s reached":
             stop.set()
 
-    # the ticker also refreshes status.json and enforces max_wall_s, so it runs even when quiet
-    ticker = asyncio.create_task(tick(snapshot, cfg.engine.progress_interval_s, cfg.budget.max_evals,
-                                      on_tick=check_wall, show=not quiet))
+    def ticker():  # refreshes status.json and enforces max_wall_s, so it runs even when quiet
+        return tick(snapshot, cfg.engine.progress_interval_s, cfg.budget.max_evals,
+                    on_tick=check_wall, show=not request.quiet)
+
     state, mlflow_status = "failed", "FAILED"
     try:
-        await _evaluate_seed(session, stages)
+        await _evaluate_seed(session, calls, next(s for s in stages if isinstance(s, Engineer)))
         snapshot()
-        await engine.run(session.resumed)
+        await engine.run(session.resumed, background=[ticker])
         state = "interrupted" if stop.is_set() and budget.stop_reason() is None else "finished"
         mlflow_status = "KILLED" if state == "interrupted" else "FINISHED"
     except Exception:
         log.exception("the run failed")
         raise
     finally:
-        ticker.cancel()
-        await asyncio.gather(ticker, return_exceptions=True)
-        if not quiet:
+        _remove_stop_handlers()
+        if not request.quiet:
             sys.stderr.write("\n")
-        final = snapshot(state)
+        final = _final_snapshot(snapshot, state)
         log.info("run %s %s: %s", session.ctx.run_id, state, final.get("stop_reason"))
-        if session.tracker is not None:  # the run's accounting on the parent MLflow run
+        if session.tracker is not None and final:  # the run's accounting on the parent MLflow run
             session.tracker.log_parent(metrics={k: v for k, v in final.items() if k in ACCOUNTING},
                                        step=final["evaluations"])
         session.close(mlflow_status)
-        await llm.close()
-        detach_run_log(handler)
     final["best_program"] = str(session.paths.best_program)
     return final
+
+
+def _final_snapshot(snapshot: Any, state: str) -> dict[str, Any]:
+    """The last status.json; a failure to write it is logged, never stops the close that follows."""
+    try:
+        return snapshot(state)
+    except Exception:
+        log.exception("could not write the final snapshot")
+        return {}

@@ -19,13 +19,13 @@ def progress_line(status: dict[str, Any], max_evals: int) -> str:
         f"{status['candidates_per_min']:.1f} cand/min",
         f"failed {status['nodes_failed']}",
     ]
+    if "phase" in status:
+        parts.append(f"gen {status['generation']} {status['phase']}")
     if "research_busy" in status:
         parts.append(
             f"llm busy {status['research_busy']} | eval busy {status['engineer_busy']} "
             f"q {status['engineer_queue']}"
         )
-    elif "phase" in status:
-        parts.append(f"gen {status['generation']} {status['phase']}")
     tokens = status["tokens_in"] + status["tokens_out"]
     if tokens:
         parts.append(f"tokens {tokens / 1000:.1f}k")

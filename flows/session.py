@@ -43,11 +43,14 @@ class Session:
     seed_item: Item | None  # the initial program, still to be evaluated
 
     def close(self, status: str = "FINISHED") -> None:
-        self.committer.flush()
-        self.store.set_meta("wall_s", self.committer.wall_s())
-        self.store.close()
-        if self.tracker is not None:
-            self.tracker.close(status=status)
+        """Write what is buffered, then close the stores; each is closed even if a write fails."""
+        try:
+            self.committer.flush()
+            self.store.set_meta("wall_s", self.committer.wall_s())
+        finally:
+            self.store.close()
+            if self.tracker is not None:
+                self.tracker.close(status=status)
 
 
 def _limits(task: Task, cfg: RunConfig) -> SandboxLimits:
@@ -130,7 +133,8 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
     tracker = _tracker(cfg, store, workspace, task, run_id)
     committer = Committer(store, paths, pool, sampler, stats, task.name, tracker,
                           wall_s_before=store.get_meta("wall_s", 0.0), history=history,
-                          case_order=case_order)
+                          case_order=case_order, lineage={n.id: n.parent_id for n in nodes},
+                          flush_interval_s=cfg.engine.commit_interval_s)
     paths.scratch.mkdir(exist_ok=True)
     ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=pool, sampler=sampler,
                        rng=random.Random(f"{cfg.seed}-{stats.proposals}"), limits=_limits(task, cfg),

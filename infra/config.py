@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
 
 class ConfigError(ValueError):
@@ -26,7 +26,15 @@ class LLMConfig(_Section):
 
     base_url: str | None = None
     model: str | None = None
-    api_key: str | None = Field(default=None, repr=False)
+    # a secret: masked in repr, and left out of every dump (Prefect parameters, config.json, MLflow)
+    api_key: SecretStr | None = Field(default=None, repr=False, exclude=True)
+
+    def secret_key(self) -> str | None:
+        """The API key: this config's, else OPENAI_API_KEY from the environment (read here, late,
+        so that a flow started from a deployment finds it without it passing through Prefect)."""
+        if self.api_key is not None:
+            return self.api_key.get_secret_value()
+        return os.environ.get("OPENAI_API_KEY") or None
     timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=4, ge=0, le=20)
     backoff_s: float = Field(default=1.0, ge=0)
@@ -63,6 +71,7 @@ class EngineConfig(_Section):
     workers: WorkersConfig = WorkersConfig()
     queue_size: int | None = Field(default=None, ge=1)  # researched candidates waiting; None: engineers
     progress_interval_s: float = Field(default=2.0, gt=0)
+    commit_interval_s: float = Field(default=0.25, ge=0)  # group commit: the longest a result waits
 
 
 class StalenessConfig(_Section):
@@ -157,10 +166,8 @@ class RunConfig(_Section):
     tracking: TrackingConfig = TrackingConfig()
 
     def public_dict(self) -> dict[str, Any]:
-        """The config as saved with a run: secrets removed."""
-        data = self.model_dump(mode="json")
-        data["llm"]["api_key"] = "***" if self.llm.api_key else None
-        return data
+        """The config as saved with a run: secrets are never part of a dump."""
+        return self.model_dump(mode="json")
 
 
 ENV_VARS = {

@@ -2,20 +2,36 @@
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
-# Node status values.
-PROPOSED = "proposed"  # designed, not yet evaluated (re-queued on resume)
-EVALUATED = "evaluated"
-FAILED = "failed"
-STALE = "stale"
-ROLLED_BACK = "rolled_back"
-SPECULATIVE = "speculative"  # in the pool on a partial evaluation, awaiting confirmation
-PRUNED = "pruned"  # evaluation stopped early: its validation prefix could not beat the pool
-STATUSES = (PROPOSED, EVALUATED, FAILED, STALE, ROLLED_BACK, SPECULATIVE, PRUNED)
+
+class Status(StrEnum):
+    """The one status vocabulary of a candidate, shared by the items on the queues, the nodes in
+    the database, the run's counters and the snapshots."""
+
+    PROPOSED = "proposed"  # designed, not yet evaluated (re-queued on resume)
+    SPECULATIVE = "speculative"  # in the pool on a partial evaluation, awaiting confirmation
+    EVALUATED = "evaluated"  # fully evaluated: in the pool
+    FAILED = "failed"  # the LLM answer, an internal step or the evaluation failed (see failed_stage)
+    REJECTED = "rejected"  # not evaluated: a duplicate or near-duplicate of an earlier program
+    STALE = "stale"  # dropped by the staleness policy or by reflection
+    PRUNED = "pruned"  # evaluation stopped early: its validation prefix could not beat the pool
+    ROLLED_BACK = "rolled_back"  # entered the pool speculatively, the full evaluation disagreed
+
+    @property
+    def terminal(self) -> bool:
+        """True once nothing more will happen to the candidate."""
+        return self not in (Status.PROPOSED, Status.SPECULATIVE)
+
+
+PROPOSED, SPECULATIVE, EVALUATED = Status.PROPOSED, Status.SPECULATIVE, Status.EVALUATED
+FAILED, REJECTED, STALE = Status.FAILED, Status.REJECTED, Status.STALE
+PRUNED, ROLLED_BACK = Status.PRUNED, Status.ROLLED_BACK
 
 # Evaluation stages; each has its own score column, never one mixed column.
 SCORE_STAGES = ("pilot", "full", "final")
@@ -54,9 +70,9 @@ class Node:
     cases_done: int = 0
     artifacts: dict[str, str] = field(default_factory=dict)
     analysis: str = ""
-    status: str = PROPOSED
+    status: Status = Status.PROPOSED
     error: str | None = None
-    failed_stage: str | None = None  # research | reflect | engineer
+    failed_stage: str | None = None  # the stage that failed it: research | reflect | engineer | ...
     staleness: int = 0  # v - v_i when the item reached evaluation
     reflection: str = ""  # what the staleness policy decided, e.g. "guarded: dropped (staleness 3 > 2)"
     speculative_at: float | None = None  # when it entered the pool on a partial score
@@ -73,6 +89,15 @@ class Node:
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
+
+    def copy(self, **changes: Any) -> Node:
+        """A private copy (its lists and dicts too) with `changes` applied: what a stage works on,
+        so that the node the pool or another stage holds never changes under it."""
+        fresh = replace(self, **changes)
+        for name in ("inspiration_ids", "inspirations_used", "metrics", "case_scores", "artifacts"):
+            if name not in changes:
+                setattr(fresh, name, copy.copy(getattr(self, name)))
+        return fresh
 
     @property
     def was_evaluated(self) -> bool:

@@ -9,10 +9,11 @@ from typing import Any
 
 import duckdb
 
-from evoforge.infra.nodes import EVALUATED, Node
+from evoforge.infra.nodes import EVALUATED, Node, Status
 
 _SQL_TYPES = {
     "str": "VARCHAR",
+    "Status": "VARCHAR",
     "str | None": "VARCHAR",
     "int": "BIGINT",
     "float": "DOUBLE",
@@ -74,6 +75,7 @@ class NodeStore:
         rows = []
         for node in nodes:
             row = node.to_row()
+            row["status"] = str(row["status"])
             rows.append([json.dumps(row[c]) if c in _JSON_FIELDS else row[c] for c in _COLUMNS])
         marks = ", ".join("?" for _ in _COLUMNS)
         self._con.execute("BEGIN TRANSACTION")
@@ -125,5 +127,6 @@ class NodeStore:
             data = dict(zip(_COLUMNS, row, strict=True))
             for key in _JSON_FIELDS:
                 data[key] = json.loads(data[key]) if data[key] else _EMPTY[key]()
+            data["status"] = Status(data["status"])
             out.append(Node(**data))
         return out

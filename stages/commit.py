@@ -1,4 +1,10 @@
-"""The commit stage: the single writer of the node database, the run files and MLflow."""
+"""The commit stage: the single writer of the node database, the run files and MLflow.
+
+Stages return results; the commit applies them: it is the only code that changes the pool, the
+sampler, the counters and the stores. Rows are buffered and written in one transaction (group
+commit) when `_FLUSH_ROWS` are pending or the oldest has waited `flush_interval_s`; a failed
+write keeps them buffered, so the final flush of a stopping run tries them again.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +18,14 @@ from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.infra.tracking import Tracker
 from evoforge.stages.case_order import CaseOrder
 from evoforge.stages.history import NEW_BEST, ROLLBACK, SPECULATIVE_BEST, PoolHistory
-from evoforge.stages.item import ROLLED_BACK_SPEC, Item
+from evoforge.stages.item import Item
 from evoforge.stages.pool import Pool
 from evoforge.stages.sample import ParentSampler
 from evoforge.stages.snapshot import leaderboard_md, status_dict
 from evoforge.stages.speculation import confirmed
 from evoforge.stages.stats import RunStats
+
+_FLUSH_ROWS = 32
 
 
 class Committer:
@@ -26,31 +34,62 @@ class Committer:
     def __init__(self, store: NodeStore, paths: RunPaths, pool: Pool, sampler: ParentSampler,
                  stats: RunStats, task_name: str, tracker: Tracker | None = None,
                  wall_s_before: float = 0.0, history: PoolHistory | None = None,
-                 case_order: CaseOrder | None = None):
+                 case_order: CaseOrder | None = None, lineage: dict[str, str | None] | None = None,
+                 flush_interval_s: float = 0.25):
         self.store, self.paths, self.pool, self.sampler = store, paths, pool, sampler
         self.stats, self.task_name, self.tracker = stats, task_name, tracker
         self.history = history if history is not None else PoolHistory()
         self.case_order = case_order
+        self.lineage: dict[str, str | None] = lineage if lineage is not None else {}  # id -> parent
         self.wall_s_before = wall_s_before
+        self.flush_interval_s = flush_interval_s
         self.started = time.monotonic()
         self._rows: dict[str, Node] = {}  # written at the next flush, in one transaction
         self._meta: dict[str, Any] = {}
+        self._oldest: float | None = None  # when the oldest pending row was buffered
         self.busy_s = 0.0  # time spent writing: how long the single writer held the pool
+        self.flushes = 0
+        self.rows_written = 0
 
     def pending(self) -> int:
         """Rows waiting for the next flush."""
         return len(self._rows) + len(self._meta)
 
+    def flush_due(self, now: float | None = None) -> float | None:
+        """Seconds until the buffer must be written (0: now), or None when it is empty."""
+        if self._oldest is None:
+            return None
+        if len(self._rows) >= _FLUSH_ROWS:
+            return 0.0
+        now = time.monotonic() if now is None else now
+        return max(0.0, self._oldest + self.flush_interval_s - now)
+
     def flush(self) -> None:
-        """Write the buffered rows and meta to the node database in one transaction (group commit)."""
+        """Write the buffered rows and meta in one transaction; they stay buffered if it fails."""
+        if not self._rows and not self._meta:
+            return
         t0 = time.perf_counter()
-        rows, meta = list(self._rows.values()), self._meta
-        self._rows, self._meta = {}, {}
+        rows, meta = list(self._rows.values()), dict(self._meta)
         self.store.write(rows, meta)
+        for row in rows:  # a row buffered again while writing (same object) is written either way
+            self._rows.pop(row.id, None)
+        for key in meta:
+            self._meta.pop(key, None)
+        self._oldest = None if not self._rows and not self._meta else time.monotonic()
+        self.flushes += 1
+        self.rows_written += len(rows)
         self.busy_s += time.perf_counter() - t0
 
     def _put(self, node: Node) -> None:
         self._rows[node.id] = node
+        self.lineage[node.id] = node.parent_id
+        if self._oldest is None:
+            self._oldest = time.monotonic()
+
+    def _put_meta(self, key: str, value: Any) -> None:
+        self._meta[key] = value
+        if self._oldest is None:
+            self._oldest = time.monotonic()
 
     def wall_s(self) -> float:
         """Wall seconds of the run over all its sessions."""
@@ -64,15 +103,19 @@ class Committer:
         self._write_node_files(item)
         self.busy_s += time.perf_counter() - t0
 
-    def record_speculative(self, item: Item) -> bool:
-        """Put a node into the pool on its validation-prefix score; returns True on a new best."""
+    def record_speculative(self, item: Item, snapshot: Node) -> bool:
+        """Put a node into the pool on its validation-prefix score; returns True on a new best.
+
+        `snapshot` is the engineer's copy of the node at release time; it becomes the pool's
+        member, and the final result is folded into that same object when it arrives."""
         t0 = time.perf_counter()
-        node = item.node
-        assert node is not None
-        if node.evaluated_at is not None:  # the full result got here first: nothing to speculate on
-            node.speculative_at = None
+        if item.status is None or item.status.terminal:  # the full result got here first: void
+            if item.node is not None:
+                item.node.speculative_at = None
             return False
-        node.status = SPECULATIVE
+        assert snapshot.status == SPECULATIVE
+        item.node = snapshot
+        node = snapshot
         self._put(node)
         new_best = self.pool.add(node)
         self.sampler.on_node_added(node, self.pool)
@@ -88,9 +131,13 @@ class Committer:
         node = item.node
         assert node is not None
         event = None
-        reference = self.pool.best if self.pool.best is not node else None
-        in_pool = node.speculative_at is not None and self.pool.get(node.id) is node
-        if in_pool:
+        pooled = self.pool.get(node.id)
+        reference = self.pool.best_confirmed()
+        if reference is not None and reference.id == node.id:
+            reference = None
+        if pooled is not None and pooled.status == SPECULATIVE:  # fold the result into the member
+            vars(pooled).update(vars(node))
+            item.node = node = pooled
             event = self._settle_speculation(item)
         elif node.status == EVALUATED:
             if self.pool.add(node):
@@ -102,7 +149,7 @@ class Committer:
         if self.case_order is not None and node.case_scores:
             self.case_order.update(node.case_scores, reference.case_scores if reference else {},
                                    self.pool.maximize)
-            self._meta["case_order"] = self.case_order.state()
+            self._put_meta("case_order", self.case_order.state())
         self._put(node)
         self.stats.count(node)
         self._write_node_files(item)
@@ -126,7 +173,6 @@ class Committer:
         node.reflection = (node.reflection + "; " if node.reflection else "") + (
             f"speculation rolled back (prefix {node.score_partial}, full {node.score_full})")
         node.status = ROLLED_BACK
-        item.outcome = ROLLED_BACK_SPEC
         was_best = self.pool.remove(node)
         self.sampler.on_node_removed(node, self.pool)
         if was_best:
@@ -136,7 +182,7 @@ class Committer:
     def _bumped(self, kind: str, node: Node) -> None:
         """The pool version moved: remember why, and refresh the best program on disk."""
         self.history.record(self.pool.v, kind, node)
-        self._meta["pool_version"] = self.pool.v
+        self._put_meta("pool_version", self.pool.v)
         if self.pool.best is not None:
             write_atomic(self.paths.best_program, self.pool.best.code)
 
@@ -185,7 +231,7 @@ class Committer:
         texts = {"program.py": node.code, "diff.patch": node.diff,
                  "motivation.md": node.motivation, "error.txt": node.error or ""}
         self.tracker.log_candidate(f"node-{node.id}", params, metrics, texts,
-                                   tags={"status": node.status, "failed_stage": node.failed_stage or ""},
+                                   tags={"status": str(node.status), "failed_stage": node.failed_stage or ""},
                                    status="FINISHED" if node.status == EVALUATED else "FAILED")
         if new_best and node.score_full is not None:
             self.tracker.log_parent(metrics={"best_score": node.score_full,

@@ -1,4 +1,5 @@
-"""What every stage may read: the task, the config, the LLM backend, the pool and the sampler."""
+"""What every stage may read: the task, the config, the LLM backend, the pool and the sampler,
+plus the two channels a stage may use: the evaluation runner and the speculative release."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.types import LLMBackend
+from evoforge.infra.nodes import Node
 from evoforge.stages.case_order import CaseOrder
+from evoforge.stages.evaluation_job import EvaluationRunner, InlineEvaluations
 from evoforge.stages.history import PoolHistory
 from evoforge.stages.pool import Pool
 from evoforge.stages.sample import ParentSampler
@@ -20,7 +23,7 @@ from evoforge.stages.sample import ParentSampler
 
 @dataclass
 class StageContext:
-    """Read-only for stages; only the commit stage changes the pool."""
+    """Read-only for stages; only the commit coroutine changes the pool."""
 
     run_id: str
     task: Task
@@ -33,4 +36,6 @@ class StageContext:
     scratch: Path
     history: PoolHistory = field(default_factory=PoolHistory)
     case_order: CaseOrder | None = None  # validation order of a case-based task
-    release: Callable[[Any], None] | None = None  # hands a speculative item to the commit stage
+    evaluations: EvaluationRunner = field(default_factory=InlineEvaluations)
+    # hands (item, speculative snapshot of its node) to the commit; safe to call from any thread
+    release: Callable[[Any, Node], None] | None = None

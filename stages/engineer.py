@@ -1,79 +1,116 @@
 """Engineer: check a proposed candidate, then evaluate it in the sandbox (case by case, with
-speculative completion, when the task exposes validation cases)."""
+speculative completion, when the task exposes validation cases).
+
+The engineer stage plug-in. Its door is the staleness policy (stages/staleness.py): an item that
+is too old is dropped (to the commit) or sent to the reflect stage before any evaluation runs.
+The evaluation itself is a job handed to the run's evaluation runner (a Prefect task on the
+flow's task runner, by default), so the stage never blocks the event loop.
+"""
 
 from __future__ import annotations
 
 import time
 
-from evoforge.evaluators.cases import evaluate_cases
-from evoforge.evaluators.evaluation import EvalOutcome, evaluate_program
-from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, Node
+from evoforge.evaluators.cases import CaseOutcome
+from evoforge.evaluators.evaluation import EvalOutcome
+from evoforge.infra.config import RunConfig
+from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, REJECTED, SPECULATIVE, STALE, Node
 from evoforge.stages.context import StageContext
-from evoforge.stages.item import ACCEPTED, FAILED_EVALUATION, PRUNED_EARLY, REJECTED_DUPLICATE, Item
+from evoforge.stages.evaluation_job import EvalReport, EvalRequest, SpeculationRequest
+from evoforge.stages.item import Item
 from evoforge.stages.novelty import novelty_rejection
-from evoforge.stages.speculation import Speculation
+from evoforge.stages.speculation import Reference
+from evoforge.stages.stage import COMMIT, Admission, Stage, StageResult, WorkerBounds
+from evoforge.stages.staleness import DROP, REFLECT, decide
+
+
+class Engineer(Stage):
+    """Evaluates candidates in the sandbox, `engine.workers.engineer` at a time."""
+
+    name = "engineer"
+
+    def workers(self, cfg: RunConfig) -> WorkerBounds:
+        return WorkerBounds.configured(cfg.engine.workers.engineer, cfg, cfg.adaptive.max_engineer)
+
+    def admit(self, item: Item, ctx: StageContext) -> Admission:
+        """The staleness policy, unless the item has just been through reflection."""
+        if item.reflected:
+            return Admission()
+        node = item.node
+        assert node is not None
+        decision = decide(item, ctx.pool.v, ctx.history, ctx.config.staleness)
+        noted = node.copy(staleness=item.staleness(ctx.pool.v), reflection=decision.reason)
+        if decision.action == DROP:
+            noted.status = STALE
+            return Admission(to=COMMIT, node=noted)
+        if decision.action == REFLECT:
+            return Admission(to="reflect", node=noted)
+        return Admission(node=noted)
+
+    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+        return await engineer(item, ctx)
+
+
+def request_for(node: Node, ctx: StageContext) -> EvalRequest:
+    """The evaluation job of `node`: snapshots of what it needs, nothing shared."""
+    order, spec = None, None
+    if ctx.task.case_based:
+        assert ctx.case_order is not None
+        order = tuple(ctx.case_order.order)
+        cfg = ctx.config.speculation
+        if cfg.alpha_spec is not None and ctx.release is not None:
+            spec = SpeculationRequest(cfg.alpha_spec, cfg.prune, Reference.of(ctx.pool))
+    return EvalRequest(node_id=node.id, code=node.code, task=ctx.task, limits=ctx.limits,
+                       scratch=ctx.scratch, order=order, speculation=spec)
+
+
+async def engineer(item: Item, ctx: StageContext) -> StageResult:
+    """Evaluate the item's candidate; its node comes back with scores, or the reason it failed."""
+    assert item.node is not None
+    node = item.node.copy()
+    reason = novelty_rejection(node.code, ctx.pool, ctx.config.search)
+    if reason is not None:
+        node.status, node.failed_stage = REJECTED, "engineer"
+        node.error = f"rejected before evaluation: {reason}"
+        return StageResult(node)
+    request = request_for(node, ctx)
+    release = None
+    if request.speculation is not None and ctx.release is not None:
+        hand_over = ctx.release
+
+        def release(partial: float, prefix: dict[str, float]) -> None:
+            hand_over(item, node.copy(status=SPECULATIVE, score_partial=partial,
+                                      case_scores=prefix, speculative_at=time.time()))
+
+    report = await ctx.evaluations.run(request, release)
+    return StageResult(settle_node(node, report))
+
+
+def settle_node(node: Node, report: EvalReport) -> Node:
+    """Write what an evaluation found onto the engineer's copy of the node."""
+    outcome = report.outcome
+    _record(node, outcome)
+    node.evaluated_at = time.time()
+    node.score_partial = report.score_partial
+    node.speculative_at = report.released_at
+    if report.pruned and outcome.error is None:
+        node.status = PRUNED
+        node.artifacts["pruned"] = (f"prefix of {node.cases_done} cases scored "
+                                    f"{report.score_partial:.6g}: cannot beat the pool's best")
+    elif outcome.ok:
+        node.score_full, node.status = outcome.score, EVALUATED
+    else:
+        node.status, node.failed_stage, node.error = FAILED, "engineer", outcome.error
+    return node
 
 
 def _record(node: Node, outcome: EvalOutcome) -> None:
-    """What every evaluation leaves on its node: cost, metrics, artifacts, output tails."""
+    """What every evaluation leaves on its node: cost, metrics, artifacts, output tails, cases."""
     node.eval_s = outcome.seconds
     node.metrics, node.artifacts = dict(outcome.metrics), dict(outcome.artifacts)
     if outcome.stdout_tail:
         node.artifacts.setdefault("stdout_tail", outcome.stdout_tail[-4000:])
     if outcome.stderr_tail:
         node.artifacts.setdefault("stderr_tail", outcome.stderr_tail[-4000:])
-
-
-def _finish(item: Item, outcome: EvalOutcome) -> Item:
-    node = item.node
-    assert node is not None
-    node.evaluated_at = time.time()
-    if outcome.ok:
-        node.score_full, node.status = outcome.score, EVALUATED
-        item.outcome = ACCEPTED
-    else:
-        node.status, node.failed_stage, node.error = FAILED, "engineer", outcome.error
-        item.outcome = FAILED_EVALUATION
-    return item
-
-
-async def _evaluate_cases(item: Item, ctx: StageContext) -> Item:
-    node = item.node
-    assert node is not None and ctx.case_order is not None
-    order = ctx.case_order.order
-    spec_cfg = ctx.config.speculation
-    spec = None
-    if spec_cfg.alpha_spec is not None and ctx.release is not None and ctx.pool.best is not None:
-        release = ctx.release
-        spec = Speculation(node, ctx.pool, spec_cfg.alpha_spec, len(order), spec_cfg.prune,
-                           release=lambda: release(item))
-    outcome = await evaluate_cases(ctx.task, node.code, order,
-                                   on_case=spec.on_case if spec else None,
-                                   limits=ctx.limits, scratch_root=ctx.scratch)
-    _record(node, outcome)
-    node.case_scores, node.cases_done = dict(outcome.case_scores), outcome.cases_done
-    if spec is not None and spec.pruned and outcome.error is None:
-        node.evaluated_at = time.time()
-        node.status, item.outcome = PRUNED, PRUNED_EARLY
-        node.artifacts["pruned"] = (f"prefix of {outcome.cases_done}/{outcome.cases_total} cases "
-                                    f"scored {node.score_partial:.6g}: cannot beat the pool's best")
-        return item
-    return _finish(item, outcome)
-
-
-async def engineer(item: Item, ctx: StageContext) -> Item:
-    """Evaluate `item.node` and record its scores, or the reason it failed."""
-    node = item.node
-    assert node is not None
-    reason = novelty_rejection(node.code, ctx.pool, ctx.config.search)
-    if reason is not None:
-        node.status, node.failed_stage = FAILED, "engineer"
-        node.error = f"rejected before evaluation: {reason}"
-        item.outcome = REJECTED_DUPLICATE
-        return item
-    if ctx.task.case_based:
-        return await _evaluate_cases(item, ctx)
-    outcome = await evaluate_program(ctx.task, node.code, stage="full", limits=ctx.limits,
-                                     scratch_root=ctx.scratch)
-    _record(node, outcome)
-    return _finish(item, outcome)
+    if isinstance(outcome, CaseOutcome):
+        node.case_scores, node.cases_done = dict(outcome.case_scores), outcome.cases_done

@@ -1,25 +1,19 @@
-"""The unit of work that travels between stages, with fields grouped by the stage that fills them."""
+"""The unit of work that travels between stages, with fields grouped by the stage that fills them.
+
+Only the engine (the head) changes an item: a stage reads it and returns a `StageResult`, which
+the engine applies (`apply`). The item's status is its node's: one vocabulary (`Status`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from evoforge.infra.nodes import Node
+from evoforge.infra.nodes import Node, Status
 
 if TYPE_CHECKING:
     from evoforge.stages.sample.inspirations import Inspiration
-
-# Terminal outcomes of an item.
-ACCEPTED = "accepted"  # evaluated and committed
-FAILED_RESEARCH = "failed_research"  # the LLM answer could not be used
-FAILED_EVALUATION = "failed_evaluation"  # the candidate failed its checks or its evaluation
-REJECTED_DUPLICATE = "rejected_duplicate"  # same program as one already in the run
-DROPPED_STALE = "dropped_stale"  # the staleness policy (or the reflection) dropped it
-PRUNED_EARLY = "pruned_early"  # its validation prefix could not beat the pool
-ROLLED_BACK_SPEC = "rolled_back"  # entered the pool speculatively, the full evaluation disagreed
-OUTCOMES = (ACCEPTED, FAILED_RESEARCH, FAILED_EVALUATION, REJECTED_DUPLICATE, DROPPED_STALE,
-            PRUNED_EARLY, ROLLED_BACK_SPEC)
 
 
 @dataclass
@@ -35,12 +29,35 @@ class Item:
     node: Node | None = None  # the candidate being built (its id is fixed once research starts)
     prompt: list[dict[str, str]] = field(default_factory=list)
     answer: str = ""
-    # staleness and speculation
+    # staleness and speculation (the head sets tainted_by when an ancestor is rolled back)
     tainted_by: str | None = None  # a rolled-back speculative node this item was derived from
     reflected: bool = False
-    # terminal
-    outcome: str | None = None
+    # the engine's bookkeeping
+    stage: str = ""  # the stage it is in or waiting for
+
+    @property
+    def status(self) -> Status | None:
+        """The candidate's status (None before research created its node)."""
+        return self.node.status if self.node is not None else None
+
+    @property
+    def label(self) -> str:
+        """How task runs and logs name the item: its node id, or the parent it came from."""
+        return self.node.id if self.node is not None else f"from-{self.parent.id}"
 
     def staleness(self, v: int) -> int:
         """How many pool versions have passed since the item was designed."""
         return v - self.v_i
+
+    def apply(self, node: Node | None, updates: Mapping[str, Any]) -> None:
+        """Take a stage's result: its copy of the node and the item fields it changed."""
+        for name, value in updates.items():
+            if name not in _STAGE_FIELDS:
+                raise ValueError(f"a stage may not set item field '{name}'")
+            setattr(self, name, value)
+        if node is not None:
+            self.node = node
+
+
+_STAGE_FIELDS = frozenset({"v_i", "parent", "inspirations", "answer_format", "prompt", "answer",
+                           "tainted_by", "reflected"})

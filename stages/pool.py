@@ -141,6 +141,10 @@ class Pool:
         """Evaluated nodes, best first (equal scores: earliest added first)."""
         return list(self._ranking)
 
+    def best_confirmed(self) -> Node | None:
+        """The best fully evaluated node (speculative ones skipped), without sorting."""
+        return next((n for n in self._ranking if n.status == EVALUATED), None)
+
     def top(self, k: int) -> list[Node]:
         """The k best nodes, best first, without sorting."""
         return self._ranking[:k]

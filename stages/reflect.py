@@ -1,10 +1,14 @@
 """Reflect: the LLM sees a stale candidate and what the pool learned since, and keeps, patches
-(re-applies the idea to the current best program) or drops it."""
+(re-applies the idea to the current best program) or drops it.
+
+The reflect stage plug-in: the engineer's door (the reflective staleness policy) sends items
+here; kept and patched ones go back to the engineer, dropped ones to the commit."""
 
 from __future__ import annotations
 
 import time
 
+from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
@@ -12,9 +16,10 @@ from evoforge.infra.nodes import STALE
 from evoforge.infra.prompt_format import REFLECT_MARKER, parse_decision, render_program_section
 from evoforge.stages.context import StageContext
 from evoforge.stages.history import PoolHistory
-from evoforge.stages.item import DROPPED_STALE, Item
+from evoforge.stages.item import Item
 from evoforge.stages.prompts import DIFF_RULES, SYSTEM
 from evoforge.stages.research import unified_diff
+from evoforge.stages.stage import COMMIT, Stage, StageResult, WorkerBounds
 
 _MAX_UPDATES = 5
 
@@ -50,11 +55,28 @@ def reflection_messages(item: Item, ctx: StageContext, history: PoolHistory) -> 
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
 
 
-async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> Item:
+class Reflect(Stage):
+    """Keeps, patches or drops stale items (only under `staleness.policy: reflective`)."""
+
+    name = "reflect"
+    then = "engineer"
+    task_run_name = "reflect-{label}"
+
+    def enabled(self, cfg: RunConfig) -> bool:
+        return cfg.staleness.policy == "reflective"
+
+    def workers(self, cfg: RunConfig) -> WorkerBounds:
+        return WorkerBounds.configured(cfg.engine.workers.engineer, cfg, cfg.adaptive.max_engineer)
+
+    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+        return await reflect(item, ctx, ctx.history)
+
+
+async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> StageResult:
     """Keep, patch or drop `item` by asking the LLM; the decision is recorded on its node."""
-    node, best = item.node, ctx.pool.best
-    assert node is not None and best is not None
-    item.reflected = True
+    assert item.node is not None and ctx.pool.best is not None
+    node, best = item.node.copy(), ctx.pool.best
+    back = {"reflected": True}
     messages = reflection_messages(item, ctx, history)
     start = time.perf_counter()
     try:
@@ -63,27 +85,25 @@ async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> Item:
     except LLMError as exc:
         node.llm_s += time.perf_counter() - start
         node.reflection += f"; reflection call failed ({exc}): kept"
-        return item
+        return StageResult(node, updates=back)
     node.llm_s += completion.seconds
     node.tokens_in += completion.tokens_in
     node.tokens_out += completion.tokens_out
     decision = parse_decision(completion.text)
     if decision == "drop":
         node.status, node.reflection = STALE, node.reflection + "; reflection: dropped"
-        item.outcome = DROPPED_STALE
-        return item
+        return StageResult(node, to=COMMIT, updates=back)
     if decision == "patch":
         try:
             code = apply_answer(best.code, parse_answer(completion.text))
         except EditError as exc:
             node.reflection += f"; reflection: patch unusable ({exc}): kept"
-            return item
+            return StageResult(node, updates=back)
         node.artifacts["patched_from_code_of"] = item.parent.id
         node.code, node.diff = code, unified_diff(best.code, code)
         node.parent_id, node.pool_version = best.id, ctx.pool.v
-        item.parent, item.v_i, item.tainted_by = best, ctx.pool.v, None
         node.reflection += f"; reflection: patched onto {best.id}"
-        return item
+        return StageResult(node, updates={**back, "parent": best, "v_i": ctx.pool.v, "tainted_by": None})
     verdict = "kept" if decision == "keep" else "no decision in the answer: kept"
     node.reflection += f"; reflection: {verdict}"
-    return item
+    return StageResult(node, updates=back)

@@ -1,17 +1,22 @@
-"""Researcher: ask the LLM for an improved candidate of the parent and turn the answer into code."""
+"""Researcher: ask the LLM for an improved candidate of the parent and turn the answer into code.
+
+The research stage plug-in: LLM calls, as many at once as `engine.workers.research`; each
+proposal is checkpointed (persisted before evaluation) and handed on to the engineer."""
 
 from __future__ import annotations
 
 import difflib
 import time
 
+from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import FAILED, PROPOSED, Node, new_node_id
 from evoforge.stages.context import StageContext
-from evoforge.stages.item import FAILED_RESEARCH, Item
+from evoforge.stages.item import Item
 from evoforge.stages.prompts import inspirations_used, research_messages, without_used_line
+from evoforge.stages.stage import COMMIT, Stage, StageResult, WorkerBounds
 
 
 def unified_diff(old: str, new: str) -> str:
@@ -37,41 +42,51 @@ def new_candidate(item: Item, ctx: StageContext) -> Node:
     )
 
 
-async def research(item: Item, ctx: StageContext) -> Item:
-    """Fill `item.node` with a proposed candidate, or mark it failed with the reason."""
-    node = item.node or new_candidate(item, ctx)
-    item.node = node
-    item.prompt = research_messages(ctx.task, item.parent, item.inspirations, item.answer_format)
+class Research(Stage):
+    """Asks the LLM for one improved candidate of the item's parent."""
+
+    name = "research"
+    then = "engineer"
+    checkpoint = True
+    task_run_name = "research-{label}"
+
+    def workers(self, cfg: RunConfig) -> WorkerBounds:
+        return WorkerBounds.configured(cfg.engine.workers.research, cfg, cfg.adaptive.max_research)
+
+    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+        return await research(item, ctx)
+
+
+async def research(item: Item, ctx: StageContext) -> StageResult:
+    """A proposed candidate for `item`, or a failed one with the reason (sent to the commit)."""
+    node = item.node.copy() if item.node is not None else new_candidate(item, ctx)
+    prompt = research_messages(ctx.task, item.parent, item.inspirations, item.answer_format)
     start = time.perf_counter()
     try:
         completion = await ctx.llm.complete(
-            item.prompt, temperature=ctx.config.llm.temperature, max_tokens=ctx.config.llm.max_tokens
+            prompt, temperature=ctx.config.llm.temperature, max_tokens=ctx.config.llm.max_tokens
         )
     except LLMError as exc:
         node.llm_s = time.perf_counter() - start
-        return _fail(item, f"LLM call failed: {exc}")
+        return _fail(node, f"LLM call failed: {exc}", {"prompt": prompt})
     node.llm_s = completion.seconds
     node.tokens_in, node.tokens_out = completion.tokens_in, completion.tokens_out
     node.backend, node.model = completion.backend, completion.model
-    item.answer = completion.text
+    updates = {"prompt": prompt, "answer": completion.text}
     try:
         parsed = parse_answer(completion.text)
         code = apply_answer(item.parent.code, parsed)
     except EditError as exc:
         node.motivation = completion.text.strip()[:500]
-        return _fail(item, f"unusable answer: {exc}")
+        return _fail(node, f"unusable answer: {exc}", updates)
     node.code = code
     node.motivation = without_used_line(parsed.motivation)
     node.inspirations_used = inspirations_used(completion.text, item.inspirations)
     node.diff = unified_diff(item.parent.code, code)
     node.status = PROPOSED
-    return item
+    return StageResult(node, updates=updates)
 
 
-def _fail(item: Item, reason: str) -> Item:
-    assert item.node is not None
-    item.node.status = FAILED
-    item.node.failed_stage = "research"
-    item.node.error = reason
-    item.outcome = FAILED_RESEARCH
-    return item
+def _fail(node: Node, reason: str, updates: dict) -> StageResult:
+    node.status, node.failed_stage, node.error = FAILED, "research", reason
+    return StageResult(node, to=COMMIT, updates=updates)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from evoforge.infra.nodes import Node
+from evoforge.infra.nodes import SPECULATIVE, Node
 from evoforge.stages.pool import Pool
 from evoforge.stages.stats import RunStats
 
 
 def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any]) -> dict[str, Any]:
     """The status document `evoforge status --json` prints."""
-    best = pool.best
+    best, confirmed = pool.best, pool.best_confirmed()
     minutes = wall_s / 60 if wall_s > 0 else 0
     return {
         "nodes_evaluated": stats.evaluated_ok,
@@ -19,9 +19,12 @@ def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any
         "evaluations": stats.evaluations,
         "proposals": stats.proposals,
         "failed_research": stats.failed_research,
+        "failed_evaluation": stats.failed_evaluation,
+        "failed_internal": stats.failed_internal,
         "duplicates_rejected": stats.duplicates,
-        "best_score": best.score_full if best else None,
-        "best_node": best.id if best else None,
+        "best_score": confirmed.score_full if confirmed else None,  # fully evaluated only
+        "best_node": confirmed.id if confirmed else None,
+        "speculative_best": best.id if best is not None and best.status == SPECULATIVE else None,
         "pool_version": pool.v,
         "wall_s": round(wall_s, 3),
         "candidates_per_min": round(stats.evaluations / minutes, 3) if minutes else 0.0,
@@ -45,10 +48,18 @@ def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any
     }
 
 
+def score_text(node: Node) -> str:
+    """A pool node's score as shown to people: the full score, or a speculative prefix score."""
+    if node.status == SPECULATIVE or node.score_full is None:
+        partial = node.score_partial
+        return f"{partial:.6g} (speculative, prefix)" if partial is not None else "-"
+    return f"{node.score_full:.6g}"
+
+
 def _row(rank: int, node: Node) -> str:
     motivation = " ".join(node.motivation.split())[:90].replace("|", "/")
     return (
-        f"| {rank} | `{node.id}` | {node.score_full:.6g} | {node.generation} | "
+        f"| {rank} | `{node.id}` | {score_text(node)} | {node.generation} | "
         f"`{node.parent_id or '-'}` | {node.backend} | {motivation} |"
     )
 

@@ -1,52 +1,75 @@
 """Speculative stage completion: judge a candidate on a prefix of its validation cases.
 
-After `alpha_spec` of the cases, the prefix score is compared with the pool's best on the same
-cases. A prefix that beats it is released into the pool at once, as a speculative node that the
-rest of the evaluation confirms or rolls back. A prefix that cannot beat it stops the evaluation
-there (pruned), which is where the time is saved.
+After `alpha_spec` of the cases, the prefix score is compared with the reference — the pool's
+best *fully evaluated* node, on the same cases — taken when the evaluation was dispatched. A
+prefix that beats it is released into the pool at once, as a speculative node that the rest of
+the evaluation confirms or rolls back. A prefix that cannot beat it stops the evaluation there
+(pruned), which is where the time is saved. With no reference (no fully evaluated node, or one
+without scores on those cases and no overall score) nothing is decided: the evaluation runs on.
+The state machine reads only its own inputs, so it may run on any thread or machine.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from evoforge.evaluators.cases import CaseResult
-from evoforge.infra.nodes import Node
+from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.stages.case_order import partial_score
 from evoforge.stages.item import Item
 from evoforge.stages.pool import Pool
 
 
-def prefix_reference(best: Node | None, cases: list[str]) -> float | None:
-    """The best node's mean score over `cases` (its overall score when it lacks some of them)."""
-    if best is None:
-        return None
-    scores = [best.case_scores[c] for c in cases if c in best.case_scores]
-    if len(scores) == len(cases) and scores:
-        return sum(scores) / len(scores)
-    return best.score_full
+@dataclass(frozen=True)
+class Reference:
+    """What a prefix must beat: a fully evaluated node's case scores and overall score."""
 
+    node_id: str
+    score: float
+    case_scores: Mapping[str, float]
+    maximize: bool
 
-def beats(a: float, b: float | None, maximize: bool) -> bool:
-    return b is None or (a > b if maximize else a < b)
+    @classmethod
+    def of(cls, pool: Pool) -> Reference | None:
+        """The pool's best fully evaluated node as a reference (speculative nodes never are)."""
+        node = pool.best_confirmed()
+        if node is None or node.score_full is None:
+            return None
+        return cls(node.id, node.score_full, dict(node.case_scores), pool.maximize)
+
+    def on(self, cases: Iterable[str]) -> float:
+        """The reference's mean over `cases`, or its overall score when it lacks some of them."""
+        cases = list(cases)
+        scores = [self.case_scores[c] for c in cases if c in self.case_scores]
+        if scores and len(scores) == len(cases):
+            return sum(scores) / len(scores)
+        return self.score
+
+    def beaten_by(self, value: float, cases: Iterable[str]) -> bool:
+        ref = self.on(cases)
+        return value > ref if self.maximize else value < ref
 
 
 @dataclass
 class Speculation:
-    """The per-candidate state machine fed by each finished case: prune, release, or go on."""
+    """The per-candidate state machine fed by each finished case: prune, release, or go on.
 
-    node: Node
-    pool: Pool
+    `release(score_partial, prefix_case_scores)` is called once, from wherever the evaluation
+    runs, when the prefix beats the reference.
+    """
+
     alpha: float
     total: int
     prune: bool
-    release: Callable[[], None]
+    reference: Reference | None
+    release: Callable[[float, dict[str, float]], None] | None = None
     scores: dict[str, float] = field(default_factory=dict)
+    partial: float | None = None
     decided: bool = False
-    released: bool = False
+    released_at: float | None = None
     pruned: bool = False
 
     @property
@@ -61,14 +84,14 @@ class Speculation:
         if self.decided or len(self.scores) < self.prefix_len:
             return True
         self.decided = True
-        partial = partial_score(self.scores)
-        assert partial is not None
-        self.node.score_partial = partial
-        reference = prefix_reference(self.pool.best, list(self.scores))
-        if beats(partial, reference, self.pool.maximize):
-            self.released = True
-            self.node.speculative_at = time.time()
-            self.release()
+        self.partial = partial_score(self.scores)
+        assert self.partial is not None
+        if self.reference is None:
+            return True
+        if self.reference.beaten_by(self.partial, self.scores):
+            if self.release is not None:
+                self.released_at = time.time()
+                self.release(self.partial, dict(self.scores))
             return True
         if self.prune:
             self.pruned = True
@@ -78,17 +101,34 @@ class Speculation:
 
 def confirmed(node: Node, pool: Pool) -> bool:
     """True when a released node's full score beats every other node in the pool."""
-    assert node.score_full is not None
+    assert node.score_full is not None and node.status == EVALUATED
     full = node.score_full if pool.maximize else -node.score_full
     other = next((n for n in pool.top(2) if n.id != node.id), None)
     return other is None or full > pool.score(other)
 
 
-def taint_derived(items: Iterable[Item], rolled_back: str) -> list[Item]:
-    """Mark every item whose parent is the rolled-back node as stale; returns them."""
+def taint_derived(items: Iterable[Item], rolled_back: str,
+                  lineage: Mapping[str, str | None]) -> list[Item]:
+    """Mark every item descended from the rolled-back node (at any depth) as stale; returns them.
+
+    `lineage` maps node ids to parent ids for the run's nodes.
+    """
     marked = []
     for item in items:
-        if item.parent.id == rolled_back and (item.node is None or item.node.id != rolled_back):
+        if item.node is not None and item.node.id == rolled_back:
+            continue
+        if descends_from(item.parent.id, rolled_back, lineage):
             item.tainted_by = rolled_back
             marked.append(item)
     return marked
+
+
+def descends_from(node_id: str | None, ancestor: str, lineage: Mapping[str, str | None]) -> bool:
+    """True when `ancestor` is `node_id` or one of its ancestors."""
+    seen: set[str] = set()
+    while node_id is not None and node_id not in seen:
+        if node_id == ancestor:
+            return True
+        seen.add(node_id)
+        node_id = lineage.get(node_id)
+    return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, PRUNED, ROLLED_BACK, STALE, Node
+from evoforge.infra.nodes import Node, Status
 
 
 @dataclass
@@ -15,8 +15,10 @@ class RunStats:
     evaluations: int = 0  # evaluations that ran (successful, failed, pruned or rolled back)
     evaluated_ok: int = 0  # accepted: fully evaluated and in the pool
     failed: int = 0  # failed nodes, at any stage
-    failed_research: int = 0
-    duplicates: int = 0
+    failed_research: int = 0  # the LLM call or its answer failed
+    failed_evaluation: int = 0  # the candidate failed its evaluation
+    failed_internal: int = 0  # an internal step failed before any evaluation ran (see run.log)
+    duplicates: int = 0  # rejected before evaluation as a (near-)duplicate
     dropped_stale: int = 0  # dropped by the staleness policy or the reflection
     reflected: int = 0
     patched: int = 0
@@ -44,30 +46,36 @@ class RunStats:
         if "reflection: patched" in node.reflection:
             self.patched += 1
             self.patched_llm_s += node.llm_s
-        if node.status == EVALUATED:
-            self.evaluated_ok += 1
-        elif node.status == FAILED:
-            self.failed += 1
-            if node.failed_stage == "research":
-                self.failed_research += 1
-            elif not node.was_evaluated:
+        match node.status:
+            case Status.EVALUATED:
+                self.evaluated_ok += 1
+            case Status.FAILED:
+                self.failed += 1
+                if node.failed_stage == "research":
+                    self.failed_research += 1
+                elif node.was_evaluated:
+                    self.failed_evaluation += 1
+                else:
+                    self.failed_internal += 1
+            case Status.REJECTED:
+                self.failed += 1
                 self.duplicates += 1
-        elif node.status == STALE:
-            self.dropped_stale += 1
-            self.wasted_llm_s += node.llm_s
-        elif node.status == PRUNED:
-            self.pruned += 1
-        elif node.status == ROLLED_BACK:
-            self.rolled_back += 1
-            self.wasted_llm_s += node.llm_s
-            self.wasted_eval_s += node.eval_s
+            case Status.STALE:
+                self.dropped_stale += 1
+                self.wasted_llm_s += node.llm_s
+            case Status.PRUNED:
+                self.pruned += 1
+            case Status.ROLLED_BACK:
+                self.rolled_back += 1
+                self.wasted_llm_s += node.llm_s
+                self.wasted_eval_s += node.eval_s
 
     @classmethod
     def rebuild(cls, nodes: list[Node]) -> RunStats:
         stats = cls()
         for node in nodes:
-            if node.status != PROPOSED:
+            if node.status.terminal:
                 stats.count(node)
                 stats.speculative_released += node.speculative_at is not None
-                stats.confirmed += node.speculative_at is not None and node.status == EVALUATED
+                stats.confirmed += node.speculative_at is not None and node.status == Status.EVALUATED
         return stats

@@ -49,3 +49,29 @@ def processes_mentioning(text: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+def prefect_run_of(run_dir: Path) -> tuple[object, list[str]]:
+    """The Prefect flow run of a run folder (in this process's Prefect home) and its task run names."""
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    wanted = str(run_dir.resolve())
+
+    async def read() -> tuple[object, list[str]]:
+        async with get_client() as client:
+            flows = await client.read_flow_runs(limit=200)
+            mine = [f for f in flows if f.parameters.get("request", {}).get("run_dir") == wanted]
+            assert mine, "no flow run of this run folder"
+            names: list[str] = []
+            while True:  # the API pages at 200
+                page = await client.read_task_runs(
+                    flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[m.id for m in mine])),
+                    limit=200, offset=len(names))
+                names += [r.name for r in page]
+                if len(page) < 200:
+                    return mine[0], names
+
+    return asyncio.run(read())

@@ -19,6 +19,8 @@ class FakeEngine:
     waiting: dict[str, bool] = field(default_factory=dict)
     done: dict[str, int] = field(default_factory=dict)
     busy: dict[str, float] = field(default_factory=dict)
+    low: int = 1
+    high: dict[str, int] = field(default_factory=dict)
 
     def advance(self, seconds: float) -> None:
         for stage, rate in self.per_worker.items():
@@ -26,8 +28,11 @@ class FakeEngine:
             self.busy[stage] = self.busy.get(stage, 0.0) + busy
             self.done[stage] = self.done.get(stage, 0) + round(rate * busy)
 
-    def stages(self):
+    def stage_names(self):
         return list(self.per_worker)
+
+    def bounds(self, stage):
+        return self.low, self.high.get(stage, 8)
 
     def workers(self, stage):
         return self.counts[stage]
@@ -52,7 +57,7 @@ def _step(controller, engine, seconds=10.0):
 
 def test_slow_stage_with_work_gains_and_fast_stage_gives_back():
     engine = FakeEngine(per_worker={"research": 0.4, "engineer": 5.0, "reflect": 1.0},
-                        counts={"research": 2, "engineer": 2, "reflect": 2})
+                        counts={"research": 2, "engineer": 2, "reflect": 2}, high={"research": 16})
     controller = AdaptiveController(AdaptiveConfig(enabled=True, max_research=16, max_engineer=8))
     decisions = _step(controller, engine)
     assert engine.counts["research"] == 3 and engine.counts["engineer"] == 1
@@ -72,7 +77,7 @@ def test_no_worker_is_added_without_work_waiting():
 
 def test_bounds_hold():
     engine = FakeEngine(per_worker={"research": 0.1, "engineer": 50.0},
-                        counts={"research": 3, "engineer": 1})
+                        counts={"research": 3, "engineer": 1}, high={"research": 3})
     controller = AdaptiveController(AdaptiveConfig(enabled=True, max_research=3, min_workers=1))
     for _ in range(5):
         _step(controller, engine)
@@ -94,12 +99,12 @@ def test_rates_are_smoothed():
 
 
 def test_research_demand_follows_littles_law():
-    demand = ResearchDemand.create(max_research=16, engineers=2)
-    assert demand.target() == 16  # nothing measured yet: all workers
+    demand = ResearchDemand()
+    assert demand.target(16, 2) == 16  # nothing measured yet: all workers
     demand.llm_s.add(2.0)
     demand.eval_s.add(1.0)  # evaluators absorb 2/s; 2 s per call: 4 calls in flight (+2 buffer)
-    assert demand.target() == 6
+    assert demand.target(16, 2) == 6
     demand.llm_s.value, demand.eval_s.value = 0.001, 0.2
-    assert demand.target() == 3
+    assert demand.target(16, 2) == 3
     demand.llm_s.value = 100.0
-    assert demand.target() == 16
+    assert demand.target(16, 2) == 16

@@ -13,7 +13,7 @@ from evoforge.flows.cli import main
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, PRUNED, ROLLED_BACK, STALE
 from evoforge.infra.nodestore import NodeStore
-from tests.helpers import read_nodes, read_status
+from tests.helpers import prefect_run_of, read_nodes, read_status
 
 pytestmark = pytest.mark.slow
 
@@ -79,6 +79,11 @@ def test_speculation_prunes_releases_and_settles(tmp_path):
     assert status["confirmed"] + status["rolled_back"] == len(released)
     full = [n for n in nodes if n.status == EVALUATED]
     assert all(len(n.case_scores) == 40 for n in full)
+    _, names = prefect_run_of(run_dir)  # release and settlement are task runs named after the node
+    releases = {n for n in names if n.startswith("speculative-release-")}
+    settlements = {n for n in names if n.startswith("settle-speculation-")}
+    assert releases and releases <= {f"speculative-release-{n.id}" for n in released}
+    assert settlements and settlements <= {f"settle-speculation-{n.id}" for n in released}
     with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:
         saved = store.get_meta("case_order")
     assert sorted(saved["order"]) == sorted(full[0].case_scores)

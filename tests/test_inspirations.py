@@ -120,8 +120,9 @@ def test_research_records_the_inspirations_used_and_keeps_the_line_out_of_the_mo
     ctx = context(pool, SearchConfig(sampler="uniform"), tmp_path, ScriptedLLM(answer))
     shown = [Inspiration(by_id["c"], BEST), Inspiration(by_id["d"], DIVERSE)]
     item = Item(v_i=pool.v, parent=by_id["a"], inspirations=shown, answer_format=FORMAT_DIFF)
-    item = asyncio.run(research(item, ctx))
-    assert item.outcome is None, item.node.error
+    result = asyncio.run(research(item, ctx))
+    item.apply(result.node, result.updates)
+    assert result.to is None and item.node.status == "proposed", item.node.error
     assert item.node.inspirations_used == ["d"]
     assert item.node.inspiration_ids == ["c", "d"]
     assert item.node.motivation == "Shift the middle ring slightly outward."

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import yaml
+from pydantic import BaseModel
 
 from evoforge.flows.cli import build_parser
 from evoforge.infra.config import RunConfig, load_config
@@ -38,7 +39,15 @@ def test_the_config_reference_is_the_full_default_config(tmp_path):
             if isinstance(v, dict):
                 out |= keys(v, prefix + k + ".")
         return out
-    assert keys(yaml.safe_load(block)) == keys(RunConfig().model_dump())
+    def fields(model, prefix=""):  # every key, the ones left out of dumps (secrets) included
+        out = set()
+        for name in type(model).model_fields:
+            out.add(prefix + name)
+            value = getattr(model, name)
+            if isinstance(value, BaseModel):
+                out |= fields(value, prefix + name + ".")
+        return out
+    assert keys(yaml.safe_load(block)) == fields(RunConfig())
 
 
 def test_the_cli_lines_in_the_readme_parse():
@@ -50,3 +59,18 @@ def test_the_cli_lines_in_the_readme_parse():
     for command in commands:
         argv = command.replace("&", "").split()
         parser.parse_args(argv)
+
+
+def test_the_readme_stage_example_plugs_in_and_runs(tmp_path):
+    import asyncio
+
+    from tests.engine_fakes import FakeEngineer, FakeResearch, Log, make_harness
+
+    (example,) = [b for b in _blocks("python") if "class Analyze(Stage)" in b]
+    scope: dict = {}
+    exec(compile(example, "README.md", "exec"), scope)
+    log = Log()
+    harness = make_harness(tmp_path, [FakeResearch(log), FakeEngineer(log), scope["Analyze"]()], max_evals=5)
+    asyncio.run(harness.run())
+    analysed = [n for n in harness.nodes() if n.origin != "seed"]
+    assert len(analysed) == 4 and all(n.analysis == f"scored {n.score_full}" for n in analysed)

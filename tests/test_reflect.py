@@ -16,11 +16,12 @@ from evoforge.infra.nodes import EVALUATED, STALE, Node
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.stages.context import StageContext
 from evoforge.stages.history import NEW_BEST, PoolHistory
-from evoforge.stages.item import DROPPED_STALE, Item
+from evoforge.stages.item import Item
 from evoforge.stages.pool import Pool
 from evoforge.stages.reflect import reflect
 from evoforge.stages.research import unified_diff
 from evoforge.stages.sample import make_sampler
+from evoforge.stages.stage import COMMIT
 
 TASK = load_task("circle_packing")
 
@@ -64,6 +65,14 @@ def _setup(backend) -> tuple[Item, StageContext, Node]:
     return item, ctx, best
 
 
+def _reflected(item, ctx):
+    """Run the reflect stage and apply its result to the item, as the engine does."""
+    result = asyncio.run(reflect(item, ctx, ctx.history))
+    assert result.node is not item.node  # the stage worked on its own copy
+    item.apply(result.node, result.updates)
+    return item, result
+
+
 def test_the_prompt_shows_the_change_the_pool_updates_and_the_current_best():
     backend = Scripted("Decision: keep")
     item, ctx, best = _setup(backend)
@@ -76,16 +85,16 @@ def test_the_prompt_shows_the_change_the_pool_updates_and_the_current_best():
 def test_keep_leaves_the_candidate_and_records_the_decision_and_its_cost():
     item, ctx, _ = _setup(Scripted("Decision: keep\nIndependent of the pool's change."))
     code = item.node.code
-    item = asyncio.run(reflect(item, ctx, ctx.history))
-    assert item.outcome is None and item.node.code == code and item.reflected
+    item, result = _reflected(item, ctx)
+    assert result.to is None and item.node.code == code and item.reflected
     assert item.node.reflection.endswith("reflection: kept")
     assert item.node.tokens_in == 110 and item.node.llm_s == 1.5
 
 
 def test_drop_marks_the_node_stale():
     item, ctx, _ = _setup(Scripted("Decision: drop\nThe pool already has this."))
-    item = asyncio.run(reflect(item, ctx, ctx.history))
-    assert item.outcome == DROPPED_STALE and item.node.status == STALE
+    item, result = _reflected(item, ctx)
+    assert result.to == COMMIT and item.node.status == STALE
     assert "reflection: dropped" in item.node.reflection
 
 
@@ -95,8 +104,8 @@ def test_patch_reapplies_the_idea_onto_the_current_best():
     answer = "Decision: patch\nRe-apply onto the best.\n\n" + render_diff(
         [SearchReplace(line.replace("0.45", "0.46") + "\n", patched_line.replace("0.455", "0.47") + "\n")])
     item, ctx, best = _setup(Scripted(answer))
-    item = asyncio.run(reflect(item, ctx, ctx.history))
-    assert item.outcome is None and item.parent is best and item.v_i == ctx.pool.v
+    item, result = _reflected(item, ctx)
+    assert result.to is None and item.parent is best and item.v_i == ctx.pool.v
     assert item.node.parent_id == "best" and "0.47" in item.node.code
     assert "patched onto best" in item.node.reflection
 
@@ -107,12 +116,12 @@ def test_an_unusable_patch_or_a_failed_call_keeps_the_candidate_with_the_reason(
                            (Scripted("I am not sure."), "no decision")):
         item, ctx, _ = _setup(backend)
         code = item.node.code
-        item = asyncio.run(reflect(item, ctx, ctx.history))
-        assert item.outcome is None and item.node.code == code and words in item.node.reflection
+        item, result = _reflected(item, ctx)
+        assert result.to is None and item.node.code == code and words in item.node.reflection
 
 
 def test_the_offline_proposer_answers_reflections_with_a_labelled_patch():
     item, ctx, best = _setup(OfflineBackend(seed=3))
-    item = asyncio.run(reflect(item, ctx, ctx.history))
+    item, _ = _reflected(item, ctx)
     assert item.node.parent_id == "best" and "patched onto best" in item.node.reflection
     assert item.node.code != best.code

@@ -6,7 +6,7 @@ from __future__ import annotations
 from evoforge.evaluators.cases import CaseResult
 from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SPECULATIVE, Node
 from evoforge.stages.pool import Pool
-from evoforge.stages.speculation import Speculation, confirmed, prefix_reference
+from evoforge.stages.speculation import Reference, Speculation, confirmed
 
 CASES = [str(i) for i in range(8)]
 
@@ -22,9 +22,8 @@ def _feed(spec: Speculation, scores: list[float]) -> list[bool]:
 
 def _spec(pool: Pool, prune: bool = True) -> tuple[Speculation, list[int]]:
     released: list[int] = []
-    node = Node(id="c", run_id="r", code="c")
-    return Speculation(node, pool, alpha=0.25, total=8, prune=prune,
-                       release=lambda: released.append(1)), released
+    return Speculation(alpha=0.25, total=8, prune=prune, reference=Reference.of(pool),
+                       release=lambda partial, prefix: released.append(1)), released
 
 
 def test_a_losing_prefix_stops_the_evaluation_after_alpha_of_the_cases():
@@ -33,7 +32,7 @@ def test_a_losing_prefix_stops_the_evaluation_after_alpha_of_the_cases():
     spec, released = _spec(pool)
     answers = _feed(spec, [0.4, 0.45, 0.9])
     assert answers == [True, False, True]  # decided at 2 of 8 cases (alpha 0.25)
-    assert spec.pruned and not released and abs(spec.node.score_partial - 0.425) < 1e-12
+    assert spec.pruned and not released and abs(spec.partial - 0.425) < 1e-12
 
 
 def test_a_losing_prefix_runs_on_when_pruning_is_off():
@@ -49,14 +48,17 @@ def test_a_winning_prefix_is_released_once_and_the_evaluation_goes_on():
     pool.add(_best(0.5))
     spec, released = _spec(pool)
     assert _feed(spec, [0.6, 0.7, 0.1, 0.1]) == [True] * 4
-    assert released == [1] and spec.released and spec.node.speculative_at is not None
+    assert released == [1] and spec.released_at is not None
 
 
 def test_the_prefix_is_compared_on_the_same_cases():
     best = _best(0.5)
     best.case_scores = {c: (0.9 if c in ("0", "1") else 0.1) for c in CASES}
-    assert prefix_reference(best, ["0", "1"]) == 0.9
-    assert prefix_reference(best, ["0", "missing"]) == best.score_full
+    pool = Pool()
+    pool.add(best)
+    reference = Reference.of(pool)
+    assert reference.on(["0", "1"]) == 0.9
+    assert reference.on(["0", "missing"]) == best.score_full
 
 
 def test_confirmation_needs_the_full_score_to_beat_every_other_node():
@@ -102,22 +104,31 @@ def _committer(tmp_path):
 
 
 def _released_item(pool: Pool):
+    """An item under evaluation, and the speculative snapshot of its node the engineer releases."""
     from evoforge.stages.item import Item
 
-    node = Node(id="spec", run_id="r", code="s", score_partial=0.8, speculative_at=1.0)
-    return Item(v_i=pool.v, parent=pool.best, node=node)
+    node = Node(id="spec", run_id="r", code="s")
+    snapshot = node.copy(status=SPECULATIVE, score_partial=0.8, speculative_at=1.0)
+    return Item(v_i=pool.v, parent=pool.best, node=node), snapshot
+
+
+def _finished(item, score: float) -> None:
+    """The engineer's final result for the item, applied as the engine does."""
+    item.apply(item.node.copy(status=EVALUATED, score_full=score, evaluated_at=2.0, speculative_at=1.0,
+                              score_partial=0.8), {})
 
 
 def test_commit_confirms_a_speculation_whose_full_score_holds(tmp_path):
     committer, pool, best, store = _committer(tmp_path)
-    item = _released_item(pool)
-    assert committer.record_speculative(item) is True
-    assert item.node.status == SPECULATIVE and pool.best is item.node
-    item.node.status, item.node.score_full, item.node.evaluated_at = EVALUATED, 0.6, 2.0
+    item, snapshot = _released_item(pool)
+    assert committer.record_speculative(item, snapshot) is True
+    assert snapshot.status == SPECULATIVE and pool.best is snapshot
+    _finished(item, 0.6)
     assert committer.record_result(item) is None  # stays the best: no further version bump
     assert store.get("spec") is None  # buffered until the group commit
     committer.flush()
-    assert pool.best is item.node and store.get("spec").status == EVALUATED
+    assert pool.best is snapshot and snapshot.status == EVALUATED  # the member got the result
+    assert item.node is snapshot and store.get("spec").status == EVALUATED
     assert committer.stats.confirmed == 1 and committer.history.updates[-1].kind == "speculative_best"
 
 
@@ -126,18 +137,18 @@ def test_commit_rolls_back_a_speculation_the_full_evaluation_disagrees_with(tmp_
     from evoforge.stages.speculation import taint_derived
 
     committer, pool, best, store = _committer(tmp_path)
-    item = _released_item(pool)
-    committer.record_speculative(item)
+    item, snapshot = _released_item(pool)
+    committer.record_speculative(item, snapshot)
     v_released = pool.v
-    child = Item(v_i=pool.v, parent=item.node)  # designed on the speculative node
+    child = Item(v_i=pool.v, parent=snapshot)  # designed on the speculative node
     other = Item(v_i=pool.v, parent=best)
-    item.node.status, item.node.score_full, item.node.evaluated_at = EVALUATED, 0.4, 2.0
+    _finished(item, 0.4)
     assert committer.record_result(item) == "rollback"
     committer.flush()
     assert item.node.status == ROLLED_BACK and item.node not in pool.nodes
     assert pool.best is best and pool.v == v_released + 1
     assert store.get("spec").status == ROLLED_BACK and "rolled back" in store.get("spec").reflection
-    assert taint_derived([child, other, item], "spec") == [child]
+    assert taint_derived([child, other, item], "spec", committer.lineage) == [child]
     assert child.tainted_by == "spec" and other.tainted_by is None
     stats = committer.stats
     assert stats.rolled_back == 1 and stats.wasted_eval_s == item.node.eval_s
@@ -145,9 +156,9 @@ def test_commit_rolls_back_a_speculation_the_full_evaluation_disagrees_with(tmp_
 
 def test_a_release_that_arrives_after_the_full_result_is_void(tmp_path):
     committer, pool, best, store = _committer(tmp_path)
-    item = _released_item(pool)
-    item.node.status, item.node.score_full, item.node.evaluated_at = EVALUATED, 0.45, 2.0
-    assert committer.record_speculative(item) is False
+    item, snapshot = _released_item(pool)
+    _finished(item, 0.45)
+    assert committer.record_speculative(item, snapshot) is False
     assert item.node.status == EVALUATED and item.node.speculative_at is None
     assert committer.record_result(item) is None  # an ordinary result, not a rollback
     assert item.node.status == EVALUATED and item.node in pool.nodes and pool.best is best

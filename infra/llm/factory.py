@@ -15,7 +15,7 @@ def make_backend(cfg: LLMConfig, seed: int) -> LLMBackend:
     return OpenAIBackend(
         base_url=cfg.base_url,
         model=cfg.model,
-        api_key=cfg.api_key,
+        api_key=cfg.secret_key(),
         timeout_s=cfg.timeout_s,
         max_retries=cfg.max_retries,
         backoff_s=cfg.backoff_s,

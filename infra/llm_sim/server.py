@@ -11,6 +11,7 @@ answer cannot be applied. A client that disconnects frees its slot, as vLLM abor
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import random
@@ -80,6 +81,7 @@ class Simulator:
         self._completed = 0
         self._latency_total = 0.0
         self._errors: Counter[str] = Counter()
+        self._keys: set[str] = set()  # sha256 prefixes of the bearer tokens seen, never the tokens
         self.slots.reset()
 
     def stats(self) -> dict[str, Any]:
@@ -99,6 +101,7 @@ class Simulator:
             "utilisation": busy / (self.cfg.slots * wall) if wall > 0 else 0.0,
             "mean_latency_s": self._latency_total / self._completed if self._completed else 0.0,
             "mean_queue_wait_s": self.slots.mean_queue_wait(),
+            "api_key_sha256": sorted(self._keys),
             "config": asdict(self.cfg),
         }
 
@@ -107,6 +110,9 @@ class Simulator:
         arrived = time.monotonic()
         self._requests += 1
         number = self._requests
+        token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if token:
+            self._keys.add(hashlib.sha256(token.encode()).hexdigest()[:16])
         rng = random.Random(self._rng.getrandbits(64))
         try:
             raw = await request.body()

@@ -1,0 +1,90 @@
+"""What a run is asked to do (`RunRequest`, the flow's only parameter) and what it is built from
+(`Prepared`: config, task, LLM backend), built once per invocation.
+
+The request holds no secret: the API key is excluded from every dump of the config, so it never
+reaches Prefect's database. The CLI prepares the run itself (so that a bad task folder or an
+unreachable LLM is a one-line error before any flow starts) and hands the prepared objects to
+the flow it then starts; a flow run started any other way (a deployment) prepares itself.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from evoforge.evaluators.task import Task, load_task
+from evoforge.infra.config import RunConfig
+from evoforge.infra.llm.factory import make_backend
+from evoforge.infra.llm.openai_backend import OpenAIBackend
+from evoforge.infra.llm.types import LLMBackend
+
+
+class RunRequest(BaseModel):
+    """The evolution flow's parameters (as Prefect records them): no secrets."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str  # a built-in task name or a task folder
+    run_dir: str
+    config: RunConfig = RunConfig()
+    prefect_tasks: bool = True  # stages and evaluations as Prefect task runs
+    quiet: bool = False
+
+
+@dataclass
+class Prepared:
+    """The request with its parts built: the task loaded, the backend made (and checked)."""
+
+    request: RunRequest
+    task: Task
+    llm: LLMBackend
+    checked: bool = False
+
+    @property
+    def config(self) -> RunConfig:
+        return self.request.config
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.request.run_dir)
+
+    @property
+    def workspace(self) -> Path:
+        return Path(self.config.workspace).resolve()
+
+    async def check_llm(self, announce: bool = False) -> None:
+        """Confirm an LLM server answers (once); with `announce`, say which backend runs."""
+        if not self.checked and isinstance(self.llm, OpenAIBackend):
+            model = await self.llm.check()
+            if announce:
+                print(f"[evoforge] LLM: {model} at {self.config.llm.base_url}", file=sys.stderr)
+        elif announce and not isinstance(self.llm, OpenAIBackend):
+            print("[evoforge] LLM: none configured, using the offline proposer (no LLM; set "
+                  "--llm-base-url or EVOFORGE_LLM_BASE_URL to use one)", file=sys.stderr)
+        self.checked = True
+
+
+def prepare(request: RunRequest) -> Prepared:
+    """Load the task and make the LLM backend of a request (raises the user errors)."""
+    return Prepared(request, load_task(request.task), make_backend(request.config.llm, request.config.seed))
+
+
+_HANDED_OVER: contextvars.ContextVar[Prepared | None] = contextvars.ContextVar("evoforge_prepared",
+                                                                               default=None)
+
+
+def hand_over(prepared: Prepared) -> contextvars.Token:
+    """Give the next flow run started from this context the already prepared run."""
+    return _HANDED_OVER.set(prepared)
+
+
+def take_over(request: RunRequest) -> Prepared:
+    """The prepared run handed over for `request`, or a new one."""
+    prepared = _HANDED_OVER.get()
+    if prepared is not None and prepared.request == request:
+        return prepared
+    return prepare(request)

@@ -1,0 +1,55 @@
+"""How the engine calls a stage: as a Prefect task run named after the item (so the Prefect UI
+shows the pipeline live), or inline. Commit-side events (a speculative release, a settlement)
+are task runs too, named after the node."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from prefect import Task, task
+from prefect.cache_policies import NO_CACHE
+from prefect.utilities.annotations import opaque
+
+from evoforge.stages.context import StageContext
+from evoforge.stages.item import Item
+from evoforge.stages.stage import Stage, StageResult
+
+TASK_OPTIONS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, "retries": 0}
+
+
+class StageCalls:
+    """Runs stage plug-ins for the engine; with `use_prefect`, each run is a Prefect task run."""
+
+    def __init__(self, ctx: StageContext, use_prefect: bool = True):
+        self.ctx = ctx
+        self.use_prefect = use_prefect
+        self._tasks: dict[str, Task] = {}
+        self._event_task = task(name="commit-event", task_run_name="{name}-{label}",
+                                **TASK_OPTIONS)(_apply_event)
+
+    def _task_of(self, stage: Stage) -> Task:
+        if stage.name not in self._tasks:
+            async def run_stage(label: str, item: Item, stage: Stage, ctx: StageContext) -> StageResult:
+                return await stage.run(item, ctx)
+
+            self._tasks[stage.name] = task(name=stage.name, task_run_name=stage.task_run_name,
+                                           **TASK_OPTIONS)(run_stage)
+        return self._tasks[stage.name]
+
+    async def run(self, stage: Stage, item: Item) -> StageResult:
+        """One run of `stage` on `item`."""
+        if not self.use_prefect or stage.task_run_name is None:
+            return await stage.run(item, self.ctx)
+        # opaque: Prefect takes the objects as they are, without walking into them
+        return await self._task_of(stage)(item.label, opaque(item), opaque(stage), opaque(self.ctx))
+
+    async def event(self, name: str | None, item: Item, apply: Callable[[Item], Any]) -> Any:
+        """Apply a commit-side change; a named one is a task run `<name>-<node>`."""
+        if name is None or not self.use_prefect:
+            return apply(item)
+        return await self._event_task(name, item.label, opaque(item), opaque(apply))
+
+
+async def _apply_event(name: str, label: str, item: Item, apply: Callable[[Item], Any]) -> Any:
+    return apply(item)

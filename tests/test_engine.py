@@ -1,0 +1,194 @@
+"""The stage engine on fake stages (no Prefect, no LLM, no sandbox): routing and ordering,
+plug-in stages, backpressure, stop latency, crashes down one fatal path, taint, the barrier."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from evoforge.flows.adaptive import AdaptiveController
+from evoforge.flows.engine import EngineFailure, build_routes
+from evoforge.flows.policies import AsyncPolicy, BarrierPolicy
+from evoforge.infra.config import AdaptiveConfig
+from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, Node
+from evoforge.infra.nodestore import NodeStore
+from evoforge.stages.item import Item
+from evoforge.stages.speculation import descends_from, taint_derived
+from evoforge.stages.stage import COMMIT
+from tests.engine_fakes import FakeEngineer, FakeResearch, Log, NoteAnalysis, make_harness
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+def test_items_flow_research_then_engineer_then_commit_and_the_budget_holds(tmp_path):
+    log = Log()
+    h = make_harness(tmp_path, [FakeResearch(log, 0.01), FakeEngineer(log, 0.01)], max_evals=12)
+    _run(h.run())
+    nodes = [n for n in h.nodes() if n.origin != "seed"]
+    assert len(nodes) == 11 and all(n.status == EVALUATED for n in nodes)  # seed + 11 = 12
+    for node in nodes:  # each candidate: research ended before its evaluation started
+        researched = log.events.index(("end", "research", node.id))
+        assert researched < log.events.index(("start", "engineer", node.id))
+    assert h.committer.stats.evaluations == 12 and not h.engine.in_flight
+
+
+def test_a_stage_plugs_in_after_another_without_an_engine_edit(tmp_path):
+    log = Log()
+    stages = [FakeResearch(log, 0.0), FakeEngineer(log, 0.0), NoteAnalysis(log)]
+    assert build_routes(stages) == {"research": "engineer", "engineer": "analyze", "analyze": COMMIT}
+    h = make_harness(tmp_path, stages, max_evals=8)
+    _run(h.run())
+    nodes = [n for n in h.nodes() if n.origin != "seed"]
+    assert len(nodes) == 7
+    assert all(n.analysis == f"analysed {n.id} (evaluated)" for n in nodes)
+    assert [e for e in log.events if e[1] == "analyze"] and h.engine.pools["analyze"].finished == 7
+
+
+def test_no_item_is_issued_while_the_evaluation_queue_is_full(tmp_path):
+    log = Log()
+    seen: list[int] = []
+    holder: dict = {}
+    research = FakeResearch(log, 0.005, workers=4,
+                            observe=lambda: seen.append(holder["h"].engine.pools["engineer"].waiting))
+    h = make_harness(tmp_path, [research, FakeEngineer(log, 0.03, workers=1)], max_evals=20,
+                     config={"engine": {"queue_size": 2}})
+    holder["h"] = h
+    _run(h.run())
+    assert len(seen) == 19 and max(seen) < 2  # every research call began with room in the queue
+
+
+def test_stop_returns_within_a_second_while_a_stage_call_hangs(tmp_path):
+    log = Log()
+    h = make_harness(tmp_path, [FakeResearch(log, None), FakeEngineer(log)], max_evals=10)
+
+    async def scenario() -> float:
+        task = asyncio.ensure_future(h.engine.run())
+        await asyncio.sleep(0.3)
+        assert [e for e in log.events if e[0] == "start"]  # the calls are hanging
+        stopped = time.monotonic()
+        h.stop.set()
+        await asyncio.wait_for(task, 5)
+        return time.monotonic() - stopped
+
+    assert _run(scenario()) < 1.0
+
+
+def test_an_error_inside_one_stage_run_fails_only_that_node(tmp_path):
+    log = Log()
+    h = make_harness(tmp_path, [FakeResearch(log), FakeEngineer(log, fail_every=3)], max_evals=10)
+    _run(h.run())
+    failed = [n for n in h.nodes() if n.status == FAILED]
+    assert failed and all(n.failed_stage == "engineer" and "boom on item" in n.error for n in failed)
+    assert h.committer.stats.failed_internal == len(failed)
+    assert h.committer.stats.duplicates == 0  # an internal error is not a duplicate
+
+
+def test_a_sampler_error_is_fatal_not_silent(tmp_path):
+    log = Log()
+    h = make_harness(tmp_path, [FakeResearch(log), FakeEngineer(log)], max_evals=10)
+
+    def broken(pool, rng):
+        raise ZeroDivisionError("sampler bug")
+
+    h.engine.ctx.sampler.select_parent = broken
+    with pytest.raises(EngineFailure, match="sampler bug"):
+        _run(h.run(limit_s=5))
+
+
+def test_a_writer_failure_stops_the_run_instead_of_hanging(tmp_path):
+    class FullDisk(NodeStore):
+        def write(self, nodes, meta):
+            if any(n.origin != "seed" for n in nodes):
+                raise OSError(28, "No space left on device")
+            super().write(nodes, meta)
+
+    log = Log()
+    h = make_harness(tmp_path, [FakeResearch(log, 0.01), FakeEngineer(log, 0.01)], max_evals=30,
+                     store=FullDisk(tmp_path / "nodes.duckdb"))
+    started = time.monotonic()
+    with pytest.raises(EngineFailure, match="No space left"):
+        _run(h.run(limit_s=10))
+    assert time.monotonic() - started < 5
+    assert h.committer.pending() > 0  # the rows are still buffered, not dropped
+
+
+def test_a_background_task_error_is_fatal(tmp_path):
+    log = Log()
+    h = make_harness(tmp_path, [FakeResearch(log, 0.05), FakeEngineer(log, 0.05)], max_evals=200)
+
+    async def ticker():
+        await asyncio.sleep(0.1)
+        raise TypeError("snapshot bug")
+
+    with pytest.raises(EngineFailure, match="snapshot bug"):
+        _run(h.run(limit_s=5, background=[ticker]))
+
+
+def test_the_barrier_policy_runs_generations_one_after_another(tmp_path):
+    log = Log()
+    h = make_harness(tmp_path, [FakeResearch(log, 0.01, workers=4), FakeEngineer(log, 0.01, workers=2)],
+                     max_evals=9, policy=BarrierPolicy())
+    _run(h.run())
+    starts = [(e[1], e[2]) for e in log.events if e[0] == "start"]
+    # generations of 4, 4 and 0 (seed + 8 = 9): all research of a generation before any of its evaluations,
+    # and all evaluations of a generation before the next generation's research
+    kinds = "".join("R" if s == "research" else "E" for s, _ in starts)
+    assert kinds == "RRRREEEERRRREEEE"
+    assert h.engine.policy.generation == 2
+
+
+def test_async_policy_issues_without_a_barrier(tmp_path):
+    log = Log()
+    h = make_harness(tmp_path, [FakeResearch(log, 0.01, workers=4), FakeEngineer(log, 0.02, workers=2)],
+                     max_evals=13, policy=AsyncPolicy(queue_size=2))
+    _run(h.run())
+    kinds = "".join("R" if e[1] == "research" else "E" for e in log.events if e[0] == "start")
+    assert "ER" in kinds  # research starts while evaluations are going
+
+
+def test_adaptive_control_adds_a_worker_to_the_slow_stage(tmp_path):
+    log = Log()
+    controller = AdaptiveController(AdaptiveConfig(enabled=True, tau_s=0.1, max_research=4))
+    h = make_harness(tmp_path, [FakeResearch(log, 0.1, workers=1, high=4), FakeEngineer(log, 0.0)],
+                     max_evals=25, controller=controller)
+    _run(h.run())
+    added = [d for d in controller.decisions if d.split(" ", 2)[1:2] == ["+1"] and "research" in d]
+    assert added, controller.decisions
+
+
+def test_rollback_taint_reaches_descendants_at_any_depth():
+    spec = Node(id="spec", run_id="r", code="s")
+    child = Node(id="child", run_id="r", code="c", parent_id="spec")
+    other = Node(id="other", run_id="r", code="o", parent_id="root")
+    lineage = {"root": None, "spec": "root", "child": "spec", "grandchild": "child", "other": "root"}
+    grand = Item(v_i=1, parent=child)  # a grandchild of the rolled-back node, in flight
+    direct = Item(v_i=1, parent=spec)
+    unrelated = Item(v_i=1, parent=other)
+    marked = taint_derived([grand, direct, unrelated], "spec", lineage)
+    assert marked == [grand, direct] and unrelated.tainted_by is None and grand.tainted_by == "spec"
+    assert descends_from("grandchild", "spec", lineage) and not descends_from("other", "spec", lineage)
+
+
+def test_group_commit_writes_in_groups_and_keeps_rows_when_a_write_fails(tmp_path):
+    log = Log()
+    h = make_harness(tmp_path, [FakeResearch(log, 0.0, workers=4), FakeEngineer(log, 0.0, workers=4)],
+                     max_evals=40, config={"engine": {"commit_interval_s": 0.5}})
+    _run(h.run())
+    assert h.committer.rows_written >= 39  # a proposal and its result in one group: one row
+    assert h.committer.flushes < 20  # grouped, not one transaction per row
+
+    committer = h.committer
+    node = Node(id="late", run_id="r", code="x", status=PROPOSED)
+    committer._put(node)
+
+    def refuse(nodes, meta):
+        raise OSError("disk gone")
+
+    committer.store.write = refuse
+    with pytest.raises(OSError):
+        committer.flush()
+    assert committer.pending() == 1
