@@ -38,7 +38,7 @@ from evoforge.stages.item import Item
 from evoforge.stages.research import new_candidate
 from evoforge.stages.sample.draw import draw_item
 from evoforge.stages.speculation import taint_derived
-from evoforge.stages.stage import COMMIT, Stage
+from evoforge.stages.stage import COMMIT, Stage, StageResult
 
 log = logging.getLogger("evoforge.engine")
 
@@ -223,7 +223,6 @@ class Engine:
         if dest == COMMIT:
             self._to_commit(_FINAL, item)
         else:
-            item.stage = dest
             self.pools[dest].queue.append(item)
         self._wake()
 
@@ -254,7 +253,6 @@ class Engine:
         item = draw_item(self.ctx)  # sampling: an error here is the engine's, hence fatal
         self.policy.on_issued(self)
         self.in_flight[id(item)] = item
-        item.stage = pool.name
         return item
 
     async def _worker(self, pool: StagePool) -> None:
@@ -279,13 +277,11 @@ class Engine:
                 self._to_commit(_CHECKPOINT, item)
             self.send(item, dest, from_stage=pool.name)
 
-    async def _guarded(self, stage: Stage, item: Item):
+    async def _guarded(self, stage: Stage, item: Item) -> StageResult:
         """Run one stage on one item; an error there fails that node (recorded), not the run."""
         try:
             return await self.calls.run(stage, item)
         except Exception as exc:  # noqa: BLE001 - recorded on the node and in run.log
-            from evoforge.stages.stage import StageResult
-
             log.error("internal error in the %s stage on %s:\n%s", stage.name, item.label,
                       traceback.format_exc())
             node = item.node.copy() if item.node is not None else new_candidate(item, self.ctx)

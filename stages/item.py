@@ -32,8 +32,6 @@ class Item:
     # staleness and speculation (the head sets tainted_by when an ancestor is rolled back)
     tainted_by: str | None = None  # a rolled-back speculative node this item was derived from
     reflected: bool = False
-    # the engine's bookkeeping
-    stage: str = ""  # the stage it is in or waiting for
 
     @property
     def status(self) -> Status | None:
