@@ -49,12 +49,24 @@ class EngineFailure(RuntimeError):
     """The run stopped on an error outside any single item's work (traceback in run.log)."""
 
 
-def build_routes(stages: Sequence[Stage]) -> dict[str, str]:
-    """Where each stage's results go: its `then`, with stages declaring `after` spliced in."""
-    names = {s.name for s in stages}
-    routes = {s.name: (s.then if s.then in names or s.then == COMMIT else COMMIT) for s in stages}
+def build_routes(stages: Sequence[Stage], enabled: set[str] | None = None) -> dict[str, str]:
+    """Where each enabled stage's results go: its `then` (passing over stages this run leaves
+    out, to where they would have sent it), with stages declaring `after` spliced in."""
+    by_name = {s.name: s for s in stages}
+    enabled = set(by_name) if enabled is None else enabled
+
+    def resolve(dest: str) -> str:
+        seen = set()
+        while dest != COMMIT and dest not in enabled:
+            if dest not in by_name or dest in seen:
+                return COMMIT
+            seen.add(dest)
+            dest = by_name[dest].then
+        return dest
+
+    routes = {s.name: resolve(s.then) for s in stages if s.name in enabled}
     for stage in stages:
-        if stage.after is not None:
+        if stage.after is not None and stage.name in enabled:
             if stage.after not in routes:
                 raise ValueError(f"stage '{stage.name}' goes after '{stage.after}', which is not in the run")
             routes[stage.name], routes[stage.after] = routes[stage.after], stage.name
@@ -74,9 +86,11 @@ class Engine:
         if len({s.name for s in active}) != len(active):
             raise ValueError(f"two stages share a name: {[s.name for s in active]}")
         self.pools: dict[str, StagePool] = {s.name: StagePool(s, s.workers(cfg)) for s in active}
-        self.routes = build_routes(active)
+        self.routes = build_routes(stages, set(self.pools))
         self.entry = self.pools[active[0].name]
-        self.downstream = self.pools.get(self.routes[self.entry.name], self.entry)
+        self.design_path = self._design_path()
+        self.design = self.design_path[-1]  # the stage whose output the evaluators wait for
+        self.downstream = self.pools.get(self.routes[self.design.name], self.design)
         self.policy = policy or AsyncPolicy(cfg.engine.queue_size or cfg.engine.workers.engineer)
         self.controller = controller
         self.commit_q: asyncio.Queue[tuple[str, Item, Node | None, float] | None] = asyncio.Queue()
@@ -87,6 +101,21 @@ class Engine:
         self._background: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         ctx.release = self._release
+
+    def _design_path(self) -> list[StagePool]:
+        """The pools from the entry up to (not including) the first stage that evaluates."""
+        path, name = [], self.entry.name
+        while name != COMMIT and name in self.pools and not self.pools[name].stage.evaluates:
+            if self.pools[name] in path:
+                break
+            path.append(self.pools[name])
+            name = self.routes[name]
+        return path or [self.entry]
+
+    def designing(self) -> int:
+        """Items issued and not yet through the design stages (in a stage or waiting for one)."""
+        first = self.design_path[0]
+        return sum(p.busy + (p.waiting if p is not first else 0) for p in self.design_path)
 
     # --- what the progress line, status.json and the adaptive controller read -----------------
     def gauges(self) -> dict[str, Any]:
@@ -117,7 +146,7 @@ class Engine:
 
     def work_waiting(self, stage: str) -> bool:
         pool = self.pools[stage]
-        return pool.waiting > 0 or (pool is self.entry and self.policy.wants_workers(self))
+        return pool.waiting > 0 or (pool is self.design and self.policy.wants_workers(self))
 
     def add_worker(self, stage: str) -> None:
         pool = self.pools[stage]

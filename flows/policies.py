@@ -1,11 +1,13 @@
 """Scheduling policies of the stage engine: when a new item may be issued, and whether an item
 leaving a stage goes on at once or waits for a barrier.
 
-`AsyncPolicy` (the default) issues items while the budget allows, the entry stage's downstream
-queue has room, and the research in flight is below what the evaluators can absorb (Little's
-law, flows/demand.py). `BarrierPolicy` is the peers' generational mode on the same engine: a
-generation as wide as the entry stage's workers (the LLM slots) is issued only when nothing is
-in flight, and its items wait after the entry stage until the whole generation has left it.
+The *design* stages run from the entry stage up to the first stage that evaluates (e.g. learn →
+research); the last of them (research, the LLM slots) is `engine.design`, the evaluating stage
+after it `engine.downstream`. `AsyncPolicy` (the default) issues items while the budget allows,
+the evaluation queue has room, and the items being designed are fewer than the evaluators can
+absorb (Little's law, flows/demand.py). `BarrierPolicy` is the peers' generational mode on the
+same engine: a generation as wide as the design stage's workers is issued only when nothing is
+in flight, and its items wait after the design stage until the whole generation has left it.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ class Policy(ABC):
 
     @abstractmethod
     def may_issue(self, engine: Engine) -> bool:
-        """Whether the entry stage may draw one more item now."""
+        """Whether one more item may be drawn now."""
 
     def wants_workers(self, engine: Engine) -> bool:
-        """Whether the entry stage would issue more items if it had more workers."""
+        """Whether the design stage would take more items if it had more workers."""
         return False
 
     def on_issued(self, engine: Engine) -> None:
@@ -58,21 +60,21 @@ class AsyncPolicy(Policy):
     demand: ResearchDemand = field(default_factory=ResearchDemand)
 
     def research_target(self, engine: Engine) -> int:
-        return self.demand.target(engine.entry.workers, engine.downstream.workers)
+        return self.demand.target(engine.design.workers, engine.downstream.workers)
 
     def may_issue(self, engine: Engine) -> bool:
         return (engine.budget.can_issue(len(engine.in_flight))
                 and engine.downstream.waiting < self.queue_size
-                and engine.entry.busy < self.research_target(engine))
+                and engine.designing() < self.research_target(engine))
 
     def wants_workers(self, engine: Engine) -> bool:
-        entry = engine.entry
+        design = engine.design
         return (engine.budget.can_issue(len(engine.in_flight))
-                and engine.downstream.waiting < self.queue_size and entry.busy >= entry.workers
-                and self.demand.target(entry.bounds.high, engine.downstream.workers) > entry.workers)
+                and engine.downstream.waiting < self.queue_size and design.busy >= design.workers
+                and self.demand.target(design.bounds.high, engine.downstream.workers) > design.workers)
 
     def hold(self, engine: Engine, stage: str, item: Item, dest: str) -> bool:
-        if stage == engine.entry.name and item.node is not None and dest != COMMIT:
+        if stage == engine.design.name and item.node is not None and dest != COMMIT:
             self.demand.llm_s.add(item.node.llm_s)
         return False
 
@@ -86,7 +88,7 @@ class AsyncPolicy(Policy):
 
 @dataclass
 class BarrierPolicy(Policy):
-    """Generations with a barrier after the entry stage and after the commit (sync mode)."""
+    """Generations with a barrier after the design stage and after the commit (sync mode)."""
 
     generation: int = 0
     size: int = 0  # items in the current generation
@@ -99,7 +101,7 @@ class BarrierPolicy(Policy):
             return True
         if engine.in_flight:  # the generation (or the resumed items) is not done yet
             return False
-        width = min(engine.entry.bounds.initial, engine.budget.remaining(0))
+        width = min(engine.design.bounds.initial, engine.budget.remaining(0))
         if width <= 0:
             return False
         self.generation += 1
@@ -110,16 +112,18 @@ class BarrierPolicy(Policy):
         self.issued += 1
 
     def hold(self, engine: Engine, stage: str, item: Item, dest: str) -> bool:
-        if stage != engine.entry.name:
-            return False
-        self.left_entry += 1
-        if dest != COMMIT:
+        design_stages = {p.name for p in engine.design_path}
+        if stage not in design_stages or (stage != engine.design.name and dest != COMMIT):
+            return False  # not leaving the design stages
+        held = dest != COMMIT
+        if held:
             self.held.append((item, dest))
+        self.left_entry += 1
         if self.left_entry >= self.size:  # the whole generation is through: release it
             released, self.held = self.held, []
             for waiting, to in released:
                 engine.send(waiting, to, from_stage=None)
-        return dest != COMMIT
+        return held
 
     def gauges(self, engine: Engine) -> dict[str, Any]:
         phase = "research" if self.left_entry < self.size else "evaluate"

@@ -142,12 +142,45 @@ class SandboxConfig(_Section):
     max_procs: int = Field(default=64, ge=1)
 
 
+class AnalyzeConfig(_Section):
+    """The Analyzer: a structured report on every evaluated candidate, lessons written back."""
+
+    enabled: bool = True
+    max_output_chars: int = Field(default=2000, ge=200)  # evaluator output / errors it is shown
+    write_back: bool = True  # lessons that generalise go to the cognition base, deduplicated
+
+
+class JudgeConfig(_Section):
+    """An optional LLM judge blended into fitness (0: off)."""
+
+    weight: float = Field(default=0.0, ge=0, le=1)
+
+
+class GuardConfig(_Section):
+    """The engineer's guardrails before and after the expensive evaluation."""
+
+    quick_test: bool = True  # run the task's quick test, when it declares one, before evaluating
+    repair_attempts: int = Field(default=1, ge=0, le=5)  # LLM repairs of a candidate that crashes
+
+
 class TrackingConfig(_Section):
     """MLflow tracking; the default store is sqlite in the workspace."""
 
     mlflow: bool = True
     tracking_uri: str | None = None
     experiment: str | None = None
+
+
+class CognitionConfig(_Section):
+    """The cognition base of prior knowledge in ``<workspace>/cognition/``: embeddings and retrieval."""
+
+    enabled: bool = True
+    embedding: Literal["minilm", "openai", "lexical"] = "minilm"  # lexical: a weak fallback that warns
+    embedding_base_url: str | None = None  # openai: the endpoint; None: OPENAI_BASE_URL or OpenAI's
+    embedding_model: str | None = None  # openai: model name; minilm: a local sentence-transformers folder
+    top_k: int = Field(default=5, ge=1, le=100)
+    min_similarity: float = Field(default=0.25, ge=-1, le=1)  # cosine below this is not retrieved
+    dedupe_similarity: float = Field(default=0.9, gt=0, le=1)  # a lesson this close to an item is dropped
 
 
 class RunConfig(_Section):
@@ -163,7 +196,11 @@ class RunConfig(_Section):
     speculation: SpeculationConfig = SpeculationConfig()
     adaptive: AdaptiveConfig = AdaptiveConfig()
     sandbox: SandboxConfig = SandboxConfig()
+    analyze: AnalyzeConfig = AnalyzeConfig()
+    judge: JudgeConfig = JudgeConfig()
+    guard: GuardConfig = GuardConfig()
     tracking: TrackingConfig = TrackingConfig()
+    cognition: CognitionConfig = CognitionConfig()
 
     def public_dict(self) -> dict[str, Any]:
         """The config as saved with a run: secrets are never part of a dump."""

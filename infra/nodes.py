@@ -69,7 +69,12 @@ class Node:
     case_scores: dict[str, float] = field(default_factory=dict)  # objective per validation case
     cases_done: int = 0
     artifacts: dict[str, str] = field(default_factory=dict)
-    analysis: str = ""
+    analysis: str = ""  # the Analyzer's report: what changed, what happened, why, what next
+    lessons: list[str] = field(default_factory=list)  # generalisable lessons, offered to the cognition base
+    cognition_ids: list[str] = field(default_factory=list)  # cognition items shown in its prompt
+    ideas_used: list[str] = field(default_factory=list)  # of those, the ones its answer says it used
+    judge_score: float | None = None  # the LLM judge's score in [0, 1], kept apart from the task score
+    attempts: list[dict[str, str]] = field(default_factory=list)  # failed tries before a repair
     status: Status = Status.PROPOSED
     error: str | None = None
     failed_stage: str | None = None  # the stage that failed it: research | reflect | engineer | ...
@@ -94,7 +99,8 @@ class Node:
         """A private copy (its lists and dicts too) with `changes` applied: what a stage works on,
         so that the node the pool or another stage holds never changes under it."""
         fresh = replace(self, **changes)
-        for name in ("inspiration_ids", "inspirations_used", "metrics", "case_scores", "artifacts"):
+        for name in ("inspiration_ids", "inspirations_used", "metrics", "case_scores", "artifacts",
+                     "lessons", "cognition_ids", "ideas_used", "attempts"):
             if name not in changes:
                 setattr(fresh, name, copy.copy(getattr(self, name)))
         return fresh

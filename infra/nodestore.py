@@ -22,11 +22,13 @@ _SQL_TYPES = {
     "list[str]": "VARCHAR",  # JSON text
     "dict[str, float]": "VARCHAR",
     "dict[str, str]": "VARCHAR",
+    "list[dict[str, str]]": "VARCHAR",
 }
 _EMPTY = {"inspiration_ids": list, "inspirations_used": list, "metrics": dict, "case_scores": dict,
-          "artifacts": dict}
+          "artifacts": dict, "lessons": list, "cognition_ids": list, "ideas_used": list, "attempts": list}
 _JSON_FIELDS = set(_EMPTY)
 _COLUMNS = [f.name for f in fields(Node)]
+_NAMES = ", ".join(_COLUMNS)  # explicit: a migrated table has its newer columns last
 _ARROW = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64()}
 _SCHEMA = pa.schema([(f.name, _ARROW[_SQL_TYPES[str(f.type)]]) for f in fields(Node)])
 _BULK_ROWS = 3  # from this many rows, one Arrow batch beats row-by-row inserts (measured: 8x at 32)
@@ -58,6 +60,16 @@ class NodeStore:
         if not read_only:
             self._con.execute(_schema())
             self._con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+            self._add_missing_columns()
+        have = {r[0] for r in self._con.execute("DESCRIBE nodes").fetchall()}
+        self._readable = [c for c in _COLUMNS if c in have]  # a read-only older file lacks new ones
+
+    def _add_missing_columns(self) -> None:
+        """A database written by an older evoforge gains the node fields added since (empty)."""
+        have = {r[0] for r in self._con.execute("DESCRIBE nodes").fetchall()}
+        for f in fields(Node):
+            if f.name not in have:
+                self._con.execute(f"ALTER TABLE nodes ADD COLUMN {f.name} {_SQL_TYPES[str(f.type)]}")
 
     def close(self) -> None:
         self._con.close()
@@ -90,11 +102,12 @@ class NodeStore:
                                              schema=_SCHEMA)
                 self._con.register("_evoforge_batch", batch)
                 try:
-                    self._con.execute("INSERT OR REPLACE INTO nodes SELECT * FROM _evoforge_batch")
+                    self._con.execute(f"INSERT OR REPLACE INTO nodes ({_NAMES}) "
+                                      f"SELECT {_NAMES} FROM _evoforge_batch")
                 finally:
                     self._con.unregister("_evoforge_batch")
             elif rows:
-                self._con.executemany(f"INSERT OR REPLACE INTO nodes VALUES ({marks})", rows)
+                self._con.executemany(f"INSERT OR REPLACE INTO nodes ({_NAMES}) VALUES ({marks})", rows)
             for key, value in meta.items():
                 self._con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, json.dumps(value)])
         except BaseException:
@@ -134,12 +147,12 @@ class NodeStore:
         return json.loads(row[0]) if row else default
 
     def _select(self, tail: str, params: list[Any] | None = None) -> list[Node]:
-        cur = self._con.execute(f"SELECT {', '.join(_COLUMNS)} FROM nodes {tail}", params or [])
+        cur = self._con.execute(f"SELECT {', '.join(self._readable)} FROM nodes {tail}", params or [])
         out = []
         for row in cur.fetchall():
-            data = dict(zip(_COLUMNS, row, strict=True))
+            data = dict(zip(self._readable, row, strict=True))
             for key in _JSON_FIELDS:
-                data[key] = json.loads(data[key]) if data[key] else _EMPTY[key]()
+                data[key] = json.loads(data[key]) if data.get(key) else _EMPTY[key]()
             data["status"] = Status(data["status"])
             out.append(Node(**data))
         return out

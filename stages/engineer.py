@@ -28,6 +28,7 @@ class Engineer(Stage):
     """Evaluates candidates in the sandbox, `engine.workers.engineer` at a time."""
 
     name = "engineer"
+    evaluates = True
 
     def workers(self, cfg: RunConfig) -> WorkerBounds:
         return WorkerBounds.configured(cfg.engine.workers.engineer, cfg, cfg.adaptive.max_engineer)

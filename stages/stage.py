@@ -89,7 +89,8 @@ class Stage(ABC):
     stage instead, and this stage hands them on to where `after`'s output went (so a stage can
     be spliced in without editing the others). `checkpoint` asks the commit to persist an item
     leaving this stage before it goes on (so that a restart re-queues it). `task_run_name`
-    makes each run a Prefect task run (None: the stage runs inline in the flow).
+    makes each run a Prefect task run (None: the stage runs inline in the flow). `evaluates`
+    marks the stage the scheduling policy feeds: the stages before it are the design stages.
     """
 
     name: ClassVar[str]
@@ -97,6 +98,7 @@ class Stage(ABC):
     after: ClassVar[str | None] = None  # splice this stage in behind another one
     checkpoint: ClassVar[bool] = False
     task_run_name: ClassVar[str | None] = None  # e.g. "research-{label}"
+    evaluates: ClassVar[bool] = False  # runs the evaluations (the stages before it design)
 
     def workers(self, cfg: RunConfig) -> WorkerBounds:
         """Worker bounds for this run; one worker by default."""

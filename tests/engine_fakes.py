@@ -72,7 +72,7 @@ class FakeResearch(Stage):
 class FakeEngineer(Stage):
     """Scores a candidate after `delay` seconds; `fail_every` raises on every k-th item."""
 
-    name = "engineer"
+    name, evaluates = "engineer", True
 
     def __init__(self, log: Log, delay: float = 0.0, workers: int = 2, fail_every: int = 0,
                  observe: Callable[[], None] | None = None):
