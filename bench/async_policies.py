@@ -57,7 +57,7 @@ def one_run(sim: SimulatorProcess, task: str, name: str, overrides: dict, seed: 
             args: argparse.Namespace, root: Path, slots: int, setting: str) -> dict:
     run_dir = root / f"{setting}-{task}-{name}-{seed}"  # one folder per run: a reused one resumes
     config = root / f"{setting}-{task}-{name}-{seed}.yaml"
-    config.write_text(json.dumps(overrides))  # JSON is YAML
+    config.write_text(json.dumps(_merged(json.loads(args.base_config), overrides)))  # JSON is YAML
     sim.reset(seed=seed)
     before = sim.stats()
     code = main(["run", task, "--run-dir", str(run_dir), "--workspace", str(root / "ws"),
@@ -91,6 +91,15 @@ def one_run(sim: SimulatorProcess, task: str, name: str, overrides: dict, seed: 
     }
 
 
+def _merged(base: dict, over: dict) -> dict:
+    """`over` on top of `base`, section by section."""
+    out = dict(base)
+    for key, value in over.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = _merged(out[key], value) if both else value
+    return out
+
+
 def _table(rows: list[dict], keys: list[str]) -> str:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
@@ -117,6 +126,8 @@ def main_bench() -> None:
     parser.add_argument("--settings", default="slow,fast", help="LLM settings to run: slow, fast")
     parser.add_argument("--spec-setting", default="fast", help="LLM setting of part B")
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
+    parser.add_argument("--base-config", default="{}",
+                        help='config under each run\'s own, as JSON: \'{"analyze": {"enabled": false}}\'')
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="evoforge-bench3-"))
     rows: list[dict] = []

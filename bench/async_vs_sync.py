@@ -36,7 +36,10 @@ def one_run(sim: SimulatorProcess, mode: str, seed: int, args: argparse.Namespac
     sim.reset(seed=seed)
     before_stats = sim.stats()
     cpu0, wall0 = _cpu_self(), time.monotonic()
+    base = root / "base.yaml"
+    base.write_text(args.base_config)  # JSON is YAML
     code = main(["run", "circle_packing", "--run-dir", str(run_dir), "--workspace", str(root / "ws"),
+                 "--config", str(base),
                  "--llm-base-url", sim.base_url, "--max-evals", str(args.evals), "--mode", mode,
                  "--workers", f"research={args.slots},engineer={args.engineers}", "--seed", str(seed),
                  "--quiet", *([] if args.mlflow else ["--no-mlflow"])])
@@ -64,6 +67,8 @@ def main_bench() -> None:
     parser.add_argument("--evals", type=int, default=60)
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--mlflow", action="store_true", help="track in MLflow as a default run does")
+    parser.add_argument("--base-config", default="{}",
+                        help='config of every run, as JSON, e.g. \'{"analyze": {"enabled": false}}\'')
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="evoforge-bench-"))

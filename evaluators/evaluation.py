@@ -5,7 +5,9 @@ program file, runs ``harness.py`` there under ``run_sandboxed``, and turns what 
 ``EvalOutcome``. A candidate fails (``ok=False``, with the reason in ``error``) when the child
 wrote no result (timeout, signal, ``os._exit``), the evaluator raised, the objective metric is
 missing or not finite, or the evaluator returned a non-empty ``error`` value (OpenEvolve style).
-Example::
+``quick_test_program`` runs the task's quick test (``task.yaml``: ``quick_test``) the same way,
+under its own short timeout: it passes unless the function raises, reports ``ok`` false or a
+non-empty ``error``, or the run dies. Example::
 
     outcome = await evaluate_program(load_task("circle_packing"), code)
     outcome.ok, outcome.score, outcome.error
@@ -21,7 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from evoforge.evaluators.sandbox import SandboxLimits, SandboxResult, run_sandboxed
@@ -61,6 +63,26 @@ async def evaluate_program(
         task, code, _harness_args(task, stage), limits=limits, scratch_root=scratch_root
     )
     return judge(task, result, time.monotonic() - start)
+
+
+async def quick_test_program(
+    task: Task,
+    code: str,
+    *,
+    limits: SandboxLimits | None = None,
+    scratch_root: Path | None = None,
+) -> EvalOutcome:
+    """Run ``task``'s quick test on ``code`` in the sandbox, under the quick test's own timeout."""
+    if task.quick_test is None:
+        raise ValueError(f"task '{task.name}' declares no quick test")
+    quick = replace(limits or SandboxLimits(), timeout_s=task.quick_test.timeout_s, cpu_s=None)
+    start = time.monotonic()
+    result = await run_harness(task, code, ["--function", task.quick_test.function], limits=quick,
+                               scratch_root=scratch_root)
+    outcome = _outcome(result, time.monotonic() - start)
+    outcome.error = _run_failure(result, result.payload or {})
+    outcome.ok = outcome.error is None
+    return outcome
 
 
 async def run_harness(
@@ -121,15 +143,23 @@ def _harness_args(task: Task, stage: str) -> list[str]:
 
 def judge(task: Task, result: SandboxResult, seconds: float) -> EvalOutcome:
     """Turn a sandbox result into an outcome, applying the failure rules of the module doc."""
+    outcome = _outcome(result, seconds)
+    outcome.error = _failure(task, result, result.payload or {}, outcome.metrics, outcome.artifacts)
+    if outcome.error is None:
+        outcome.ok = True
+        outcome.score = outcome.metrics[task.objective]
+    return outcome
+
+
+def _outcome(result: SandboxResult, seconds: float) -> EvalOutcome:
+    """A not-yet-judged outcome carrying what the run reported."""
     payload = result.payload or {}
-    metrics = numeric_metrics(payload.get("metrics"))
-    artifacts = {str(k): str(v) for k, v in (payload.get("artifacts") or {}).items()}
     stage = payload.get("cascade_stage")
-    outcome = EvalOutcome(
+    return EvalOutcome(
         ok=False,
         score=None,
-        metrics=metrics,
-        artifacts=artifacts,
+        metrics=numeric_metrics(payload.get("metrics")),
+        artifacts={str(k): str(v) for k, v in (payload.get("artifacts") or {}).items()},
         error=None,
         seconds=seconds,
         cascade_stage=stage if isinstance(stage, int) else None,
@@ -137,11 +167,6 @@ def judge(task: Task, result: SandboxResult, seconds: float) -> EvalOutcome:
         stderr_tail=result.stderr_tail,
         process_limit=result.process_limit,
     )
-    outcome.error = _failure(task, result, payload, metrics, artifacts)
-    if outcome.error is None:
-        outcome.ok = True
-        outcome.score = metrics[task.objective]
-    return outcome
 
 
 def numeric_metrics(raw: object) -> dict[str, float]:
@@ -157,12 +182,20 @@ def _failure(
     metrics: dict[str, float],
     artifacts: dict[str, str],
 ) -> str | None:
+    failure = _run_failure(result, payload)
+    if failure is not None:
+        return failure
+    cascade = f" (cascade stopped at stage {payload.get('cascade_stage')})" if task.cascade else ""
+    return metric_failure(task, metrics, artifacts, f"evaluator result{cascade}")
+
+
+def _run_failure(result: SandboxResult, payload: dict) -> str | None:
+    """Why a run produced no usable report: it died, timed out, or the harness reported a failure."""
     if result.timed_out or result.payload is None:
         return result.describe_failure() or "the evaluation produced no result"
     if payload.get("ok") is not True:
         return str(payload.get("error") or "the evaluator failed without a reason")
-    cascade = f" (cascade stopped at stage {payload.get('cascade_stage')})" if task.cascade else ""
-    return metric_failure(task, metrics, artifacts, f"evaluator result{cascade}")
+    return None
 
 
 def metric_failure(

@@ -14,6 +14,10 @@ streams one JSON line per case as soon as it is done -- ``{"case": "17", "metric
 "artifacts": {...}}`` or ``{"case": "17", "error": "...", "artifacts": {...}}``, stopping after
 the first failure -- then ``{"done": true}``, or ``{"done": true, "error": "..."}`` when no case
 could run (evaluator.py fails to load, unknown case id).
+
+``--function NAME`` runs a task's quick test instead: ``NAME(program_path)`` must return a dict;
+it passes unless it raises, its ``ok`` entry is false or its ``error`` entry is non-empty, and
+the report is the one ``evaluate`` gives (``{"ok": true, "metrics": ...}`` on a pass).
 """
 
 from __future__ import annotations
@@ -179,6 +183,27 @@ def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
         }
 
 
+def _quick_test(args: argparse.Namespace) -> dict[str, Any]:
+    """Call the quick-test function on the program and judge its dict (see the module doc)."""
+    where = "loading evaluator.py"
+    try:
+        module = _load_evaluator(args.evaluator)
+        where = f"{args.function}()"
+        result = _call(getattr(module, args.function), args.program)
+        if not isinstance(result, dict):
+            raise ResultError(f"returned {type(result).__name__}, expected a dict")
+        metrics, artifacts = _split_result(result)
+        error = " ".join(_as_text(result["error"]).split())[:1000] if result.get("error") else ""
+        passed = bool(result.get("ok", True))
+    except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate failures
+        return {"ok": False, **_failure(exc, where)}
+    if error:
+        return {"ok": False, "error": f"{where} reported error: {error}", "artifacts": artifacts}
+    if not passed:
+        return {"ok": False, "error": f"{where} reported ok={result['ok']!r}", "artifacts": artifacts}
+    return {"ok": True, "metrics": metrics, "artifacts": artifacts, "cascade_stage": None}
+
+
 def _failure(exc: BaseException, where: str) -> dict[str, Any]:
     return {"error": _describe(exc, where), "artifacts": {"traceback": _traceback_tail(exc)}}
 
@@ -251,6 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--thresholds", default="")
     parser.add_argument("--list-cases", action="store_true")
     parser.add_argument("--cases-file")
+    parser.add_argument("--function", help="run this quick-test function instead of evaluate()")
     args = parser.parse_args(argv)
     fd = int(os.environ.pop("EVOFORGE_RESULT_FD"))
     os.set_inheritable(fd, False)
@@ -258,7 +284,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.cases_file:
             _stream_cases(args, pipe)
         else:
-            report = _list_cases(args) if args.list_cases else _evaluate(args)
+            if args.list_cases:
+                report = _list_cases(args)
+            else:
+                report = _quick_test(args) if args.function else _evaluate(args)
             pipe.write(json.dumps(report, default=str).encode("utf-8"))
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):

@@ -5,7 +5,10 @@ defining ``evaluate(program_path)``, and optionally:
 
 - ``task.yaml`` (ours, strict): ``name``, ``program``, ``description``, ``timeout_s``,
   ``objective: {metric, direction}``, ``cascade``, ``cascade_thresholds``, ``cases`` (``false``
-  evaluates a case-based evaluator as a plain one). Any other key is an error that names it.
+  evaluates a case-based evaluator as a plain one), ``constraints: {required_names,
+  forbidden_imports}`` (checked statically on every candidate) and ``quick_test: {function,
+  timeout_s}`` (a cheap evaluator function run before the full evaluation). Any other key is an
+  error that names it.
 - ``config.yaml`` (OpenEvolve's, lenient): only ``evaluator.timeout`` -> ``timeout_s``,
   ``evaluator.cascade_evaluation`` -> ``cascade``, ``evaluator.cascade_thresholds`` ->
   ``cascade_thresholds`` and ``prompt.system_message`` -> ``description`` are read; every other
@@ -27,7 +30,7 @@ from __future__ import annotations
 import ast
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +45,27 @@ EVALUATOR = "evaluator.py"
 DEFAULT_PROGRAM = "initial_program.py"
 OPENEVOLVE_THRESHOLDS = (0.5, 0.75, 0.9)
 DIRECTIONS = ("maximize", "minimize")
+QUICK_TEST_TIMEOUT_S = 5.0
 
 
 class TaskError(ValueError):
     """A task folder that cannot be used; the message is one line naming the problem."""
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """What every candidate must satisfy, read from its source before any evaluation runs."""
+
+    required_names: tuple[str, ...] = ()  # defined at the top level of the program
+    forbidden_imports: tuple[str, ...] = ()  # modules (and their submodules) it must not import
+
+
+@dataclass(frozen=True)
+class QuickTest:
+    """A cheap evaluator function, ``function(program_path) -> dict``, run before the full evaluation."""
+
+    function: str
+    timeout_s: float = QUICK_TEST_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -66,6 +86,8 @@ class Task:
     stage_aware: bool = False
     case_based: bool = False
     sources: tuple[str, ...] = ()
+    constraints: Constraints = field(default_factory=Constraints)
+    quick_test: QuickTest | None = None
 
     def better(self, a: float, b: float) -> bool:
         """True when score ``a`` beats score ``b`` under the task's direction."""
@@ -103,6 +125,10 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     has_cases = {"cases", "evaluate_case"} <= functions.keys()
     if ours and ours.get("cases") and not has_cases:
         raise TaskError(f"{TASK_YAML}: cases is true but {EVALUATOR} lacks cases() or evaluate_case()")
+    quick_test = settings.get("quick_test")
+    if quick_test is not None and quick_test.function not in functions:
+        raise TaskError(f"{TASK_YAML}: quick_test.function '{quick_test.function}' is not defined "
+                        f"at the top level of {EVALUATOR}")
     thresholds = tuple(settings.get("cascade_thresholds") or OPENEVOLVE_THRESHOLDS)
     objective = settings.get("objective", {})
     sources = []
@@ -125,6 +151,8 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
         stage_aware="stage" in functions.get("evaluate", ()),
         case_based=has_cases and settings.get("cases", True),
         sources=tuple(sources),
+        constraints=settings.get("constraints", Constraints()),
+        quick_test=quick_test,
     )
 
 
@@ -183,10 +211,10 @@ def _read_openevolve_config(root: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise TaskError(f"{OPENEVOLVE_CONFIG}: expected a mapping, got {type(data).__name__}")
     out: dict[str, Any] = {}
-    for (section, key), (field, check) in _OPENEVOLVE_FIELDS.items():
+    for (section, key), (target, check) in _OPENEVOLVE_FIELDS.items():
         block = data.get(section)
         if isinstance(block, dict) and block.get(key) is not None:
-            out[field] = check(block[key], f"{OPENEVOLVE_CONFIG}: {section}.{key}")
+            out[target] = check(block[key], f"{OPENEVOLVE_CONFIG}: {section}.{key}")
     return out
 
 
@@ -240,6 +268,45 @@ def _objective(value: Any, where: str) -> dict[str, str]:
     return out
 
 
+def _keys(value: Any, where: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise TaskError(f"{where} must be a mapping with keys {', '.join(allowed)}, got {value!r}")
+    for key in value:
+        if key not in allowed:
+            raise TaskError(f"{where}: unknown key '{key}' (allowed: {', '.join(allowed)})")
+    return value
+
+
+def _python_names(value: Any, where: str, dotted: bool = False) -> tuple[str, ...]:
+    kind = "module names" if dotted else "Python names"
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) and all(part.isidentifier() for part in (v.split(".") if dotted else [v]))
+        for v in value
+    ):
+        raise TaskError(f"{where} must be a list of {kind}, got {value!r}")
+    return tuple(value)
+
+
+def _constraints(value: Any, where: str) -> Constraints:
+    value = _keys(value, where, ("required_names", "forbidden_imports"))
+    return Constraints(
+        required_names=_python_names(value.get("required_names", []), f"{where}.required_names"),
+        forbidden_imports=_python_names(value.get("forbidden_imports", []),
+                                        f"{where}.forbidden_imports", dotted=True),
+    )
+
+
+def _quick_test(value: Any, where: str) -> QuickTest:
+    value = _keys(value, where, ("function", "timeout_s"))
+    if "function" not in value:
+        raise TaskError(f"{where}.function is missing (the evaluator function to call)")
+    function = _name(value["function"], f"{where}.function")
+    if not function.isidentifier():
+        raise TaskError(f"{where}.function must be a Python name, got {function!r}")
+    timeout = _timeout(value.get("timeout_s", QUICK_TEST_TIMEOUT_S), f"{where}.timeout_s")
+    return QuickTest(function, timeout)
+
+
 _TASK_FIELDS = {
     "name": _name,
     "program": _name,
@@ -249,6 +316,8 @@ _TASK_FIELDS = {
     "cascade": _flag,
     "cascade_thresholds": _numbers,
     "cases": _flag,
+    "constraints": _constraints,
+    "quick_test": _quick_test,
 }
 _OPENEVOLVE_FIELDS = {
     ("evaluator", "timeout"): ("timeout_s", _timeout),
@@ -324,7 +393,7 @@ def _evaluator_functions(path: Path) -> dict[str, tuple[str, ...]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise TaskError(f"{EVALUATOR}: cannot read: {_one_line(exc)}") from None
     functions: dict[str, tuple[str, ...]] = {}
-    for node in _top_level(_parse(code, EVALUATOR).body):
+    for node in top_level_statements(_parse(code, EVALUATOR).body):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             args = node.args
             params = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
@@ -337,13 +406,15 @@ def _evaluator_functions(path: Path) -> dict[str, tuple[str, ...]]:
     return functions
 
 
-def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+def top_level_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Module-level statements, including those inside if/try blocks (not functions/classes)."""
     for node in body:
         yield node
-        if isinstance(node, ast.If | ast.Try):
-            for block in (node.body, node.orelse, *(h.body for h in getattr(node, "handlers", []))):
-                yield from _top_level(block)
+        if isinstance(node, ast.If | ast.Try | ast.TryStar):
+            blocks = (node.body, node.orelse, getattr(node, "finalbody", []),
+                      *(h.body for h in getattr(node, "handlers", [])))
+            for block in blocks:
+                yield from top_level_statements(block)
 
 
 def _bound_names(node: ast.Assign | ast.Import | ast.ImportFrom) -> list[str]:

@@ -1,4 +1,4 @@
-"""The `evoforge` command line: run, status, leaderboard, best, llm-sim."""
+"""The `evoforge` command line: run, status, leaderboard, best, llm-sim, bench, cognition."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 from evoforge.flows import prefect_env  # noqa: F401  (Prefect settings before Prefect loads)
 from evoforge.flows.bench_cli import add_bench_parser, run_bench
+from evoforge.flows.cognition_cli import add_cognition_parser, run_cognition
 from evoforge.infra.llm_sim import cli_args as sim_args
 
 USER_ERROR, ENGINE_ERROR, INTERRUPTED = 2, 1, 130
@@ -64,9 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     best = sub.add_parser("best", help="write a run's best program (stdout or -o FILE)")
     best.add_argument("run_dir", type=Path)
     best.add_argument("-o", "--output", type=Path)
+    report = sub.add_parser("report", help="write and print a run's report.md (origins, lessons)")
+    report.add_argument("run_dir", type=Path)
     sim = sub.add_parser("llm-sim", help="local OpenAI-compatible LLM simulator (no real LLM)")
     sim_args.add_arguments(sim)
     add_bench_parser(sub)
+    add_cognition_parser(sub)
     return parser
 
 
@@ -105,6 +109,10 @@ def cmd_run(ns: argparse.Namespace) -> int:
     request.run_dir = str(run_dir.resolve())
     print(f"[evoforge] task {prepared.task.name}, run folder {run_dir}, mode {cfg.engine.mode}, "
           f"budget {cfg.budget.max_evals} evaluations", file=sys.stderr)
+    base = prepared.cognition
+    print(f"[evoforge] cognition base {base.folder}: {base.count()} items, embedder "
+          f"{base.embedder.name}" if base is not None
+          else "[evoforge] cognition base off (cognition.enabled: false)", file=sys.stderr)
     final = asyncio.run(run_prepared(prepared))
     print(f"[evoforge] {final['state']}: {final.get('stop_reason') or 'stopped'}; "
           f"{final['evaluations']} evaluations, {final['nodes_evaluated']} accepted, "
@@ -115,6 +123,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from evoforge.cognition.errors import CognitionError
     from evoforge.evaluators.task import TaskError
     from evoforge.flows.commands import NoRunError
     from evoforge.flows.session import RunDirError
@@ -123,7 +132,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from evoforge.infra.nodestore import StoreBusyError
 
     return (TaskError, ConfigError, RunDirError, LLMUnreachable, StoreBusyError, NoRunError,
-            SimArgError)
+            SimArgError, CognitionError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,8 +149,12 @@ def main(argv: list[str] | None = None) -> int:
             return commands.cmd_leaderboard(ns.run_dir)
         if ns.command == "best":
             return commands.cmd_best(ns.run_dir, ns.output)
+        if ns.command == "report":
+            return commands.cmd_report(ns.run_dir)
         if ns.command == "bench":
             return run_bench(ns)
+        if ns.command == "cognition":
+            return run_cognition(ns)
         from evoforge.infra.llm_sim.server import serve
 
         try:

@@ -1,4 +1,4 @@
-"""The read-only commands on a run folder: status, leaderboard, best."""
+"""The commands on a run folder that read it: status, leaderboard, best, report."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evoforge.infra.runfiles import RunPaths, read_json
+from evoforge.infra.runfiles import RunPaths, read_json, write_atomic
 
 
 class NoRunError(ValueError):
@@ -93,4 +93,22 @@ def cmd_best(run_dir: Path, output: Path | None) -> int:
         output.write_text(code)
         print(f"wrote {output}")
     print(f"best score {status.get('best_score')} (node {status.get('best_node')})", file=sys.stderr)
+    return 0
+
+
+def cmd_report(run_dir: Path) -> int:
+    """Write the run's report.md from its node database (the run must not be going) and print it."""
+    from evoforge.infra.nodestore import NodeStore
+    from evoforge.stages.report import report_md
+
+    paths = RunPaths(run_dir)
+    if not paths.db.is_file():
+        raise NoRunError(f"no evoforge run in {run_dir} (no nodes.duckdb)")
+    with NodeStore(paths.db, read_only=True) as store:
+        nodes, task_name = store.all(), store.get_meta("task") or run_dir.name
+        maximize = store.get_meta("direction", "maximize") == "maximize"
+    text = report_md(task_name, nodes, maximize)
+    write_atomic(paths.report, text)
+    print(text, end="")
+    print(f"wrote {paths.report}", file=sys.stderr)
     return 0

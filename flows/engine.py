@@ -31,11 +31,11 @@ from evoforge.flows.policies import AsyncPolicy, Policy
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.stage_pool import StagePool
 from evoforge.infra.nodes import FAILED, Node
+from evoforge.stages.candidate import new_candidate
 from evoforge.stages.commit import Committer
 from evoforge.stages.context import StageContext
 from evoforge.stages.history import ROLLBACK
 from evoforge.stages.item import Item
-from evoforge.stages.research import new_candidate
 from evoforge.stages.sample.draw import draw_item
 from evoforge.stages.speculation import taint_derived
 from evoforge.stages.stage import COMMIT, Stage, StageResult
@@ -249,6 +249,8 @@ class Engine:
         """Route `item` to a stage's queue or to the commit (unless the policy holds it)."""
         if from_stage is not None and self.policy.hold(self, from_stage, item, dest):
             return
+        while dest != COMMIT and self.pools[dest].stage.skips(item, self.ctx):
+            dest = self.routes[dest]  # nothing to do there: straight on
         if dest == COMMIT:
             self._to_commit(_FINAL, item)
         else:
@@ -349,6 +351,9 @@ class Engine:
         settling = item.node is not None and item.node.speculative_at is not None
         event = await self.calls.event("settle-speculation" if settling else None, item,
                                        self.committer.record_result)
+        slow = self.committer.slow_writes(item)
+        if slow is not None:  # in arrival order, but off the event loop
+            slow.done(await asyncio.to_thread(slow.work))
         if event == ROLLBACK:
             assert item.node is not None
             marked = taint_derived(self.in_flight.values(), item.node.id, self.committer.lineage)

@@ -19,7 +19,7 @@ from evoforge.evaluators.task import TaskError
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
 from evoforge.flows.engine import Engine
-from evoforge.flows.evaluation_tasks import TaskRunnerEvaluations
+from evoforge.flows.evaluation_tasks import TaskEvaluations
 from evoforge.flows.policies import AsyncPolicy, BarrierPolicy
 from evoforge.flows.prepare import Prepared, RunRequest, hand_over, take_over
 from evoforge.flows.progress import tick
@@ -113,7 +113,8 @@ async def evolution_run(request: RunRequest) -> dict[str, Any]:
     cfg, task, llm = prepared.config, prepared.task, prepared.llm
     prepared.run_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - startup, nothing runs yet
     cases = await list_cases(task, scratch_root=prepared.run_dir) if task.case_based else None
-    session = open_session(task, cfg, prepared.run_dir, llm, prepared.workspace, cases=cases)
+    session = open_session(task, cfg, prepared.run_dir, llm, prepared.workspace, cases=cases,
+                           cognition=prepared.cognition)
     handler = attach_run_log(session.paths.log)
     try:
         return await _run_session(session, prepared)
@@ -126,7 +127,7 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     stop = asyncio.Event()
     _install_stop_handlers(stop)
     if request.prefect_tasks:
-        session.ctx.evaluations = TaskRunnerEvaluations()
+        session.ctx.evaluations = TaskEvaluations(submit=cfg.engine.executor == "threads")
     calls = StageCalls(session.ctx, use_prefect=request.prefect_tasks)
     stages = default_stages()
     budget = Budget(cfg.budget, session.committer.stats)
@@ -136,9 +137,11 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     controller = AdaptiveController(cfg.adaptive) if adaptive else None
     engine = Engine(session.ctx, session.committer, budget, stages, calls, stop, policy, controller)
     started_at = time.time()
-    log.info("run %s of %s in %s: mode %s, backend %s %s, stages %s, %d resumed items",
+    log.info("run %s of %s in %s: mode %s, backend %s %s, stages %s, %d resumed items, cognition %s",
              session.ctx.run_id, task.name, prepared.run_dir, cfg.engine.mode, llm.name, llm.model,
-             " -> ".join(engine.stage_names()), len(session.resumed))
+             " -> ".join(engine.stage_names()), len(session.resumed),
+             f"{prepared.cognition.count()} items ({prepared.cognition.embedder.name})"
+             if prepared.cognition is not None else "off")
 
     def snapshot(state: str = "running") -> dict[str, Any]:
         return session.committer.write_snapshot({

@@ -10,17 +10,25 @@ the flow it then starts; a flow run started any other way (a deployment) prepare
 from __future__ import annotations
 
 import contextvars
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from evoforge.cognition.embeddings import make_embedder
+from evoforge.cognition.errors import CognitionError
+from evoforge.cognition.minilm import require_extra
+from evoforge.cognition.seeding import task_seeds
+from evoforge.cognition.store import CognitionBase
 from evoforge.evaluators.task import Task, load_task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.factory import make_backend
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.types import LLMBackend
+
+log = logging.getLogger("evoforge.prepare")
 
 
 class RunRequest(BaseModel):
@@ -42,6 +50,7 @@ class Prepared:
     request: RunRequest
     task: Task
     llm: LLMBackend
+    cognition: CognitionBase | None = None  # the workspace's, shared by runs; None when off
     checked: bool = False
 
     @property
@@ -69,8 +78,30 @@ class Prepared:
 
 
 def prepare(request: RunRequest) -> Prepared:
-    """Load the task and make the LLM backend of a request (raises the user errors)."""
-    return Prepared(request, load_task(request.task), make_backend(request.config.llm, request.config.seed))
+    """Load the task, make the LLM backend and open the cognition base (raises the user errors)."""
+    cfg = request.config
+    task = load_task(request.task)
+    cognition = open_cognition(cfg, Path(cfg.workspace).resolve(), task)
+    return Prepared(request, task, make_backend(cfg.llm, cfg.seed), cognition)
+
+
+def open_cognition(cfg: RunConfig, workspace: Path, task: Task) -> CognitionBase | None:
+    """The workspace's cognition base (shared by runs), with the task's seed items added."""
+    if not cfg.cognition.enabled:
+        return None
+    if cfg.cognition.embedding == "minilm" and "embedding" not in cfg.cognition.model_fields_set:
+        try:
+            require_extra()
+        except CognitionError as exc:  # the default, on a plain install: say so, and run without
+            print(f"[evoforge] cognition base off: {exc}", file=sys.stderr)
+            log.warning("cognition base off: %s", exc)
+            return None
+    base = CognitionBase(workspace / "cognition", make_embedder(cfg.cognition))
+    added = base.add(task_seeds(task.root, task.name))
+    log.info("cognition base %s: %d items (%d seeded from the task now), embedder %s",
+             base.folder, base.count(), len(added), base.embedder.name)
+    return base
+
 
 
 _HANDED_OVER: contextvars.ContextVar[Prepared | None] = contextvars.ContextVar("evoforge_prepared",

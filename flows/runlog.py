@@ -20,5 +20,7 @@ def attach_run_log(path: Path) -> logging.Handler:
 
 
 def detach_run_log(handler: logging.Handler) -> None:
-    logging.getLogger("evoforge").removeHandler(handler)
+    logger = logging.getLogger("evoforge")
+    logger.removeHandler(handler)
+    logger.propagate = True  # as it was: the next run, or the caller's logging, sees evoforge again
     handler.close()

@@ -8,6 +8,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from evoforge.cognition.store import CognitionBase
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task
 from evoforge.infra.config import RunConfig
@@ -22,6 +23,7 @@ from evoforge.stages.context import StageContext
 from evoforge.stages.history import NEW_BEST, PoolHistory
 from evoforge.stages.item import Item
 from evoforge.stages.pool import Pool
+from evoforge.stages.report import report_md
 from evoforge.stages.sample import rebuild_sampler
 from evoforge.stages.stats import RunStats
 
@@ -47,6 +49,8 @@ class Session:
         try:
             self.committer.flush()
             self.store.set_meta("wall_s", self.committer.wall_s())
+            write_atomic(self.paths.report, report_md(self.ctx.task.name, self.store.all(),
+                                                      self.ctx.task.direction == "maximize"))
         finally:
             self.store.close()
             if self.tracker is not None:
@@ -79,10 +83,13 @@ def _tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_
     return tracker
 
 
-def _rebuild_pool(nodes: list[Node], maximize: bool, v: int) -> tuple[Pool, PoolHistory]:
+def _rebuild_pool(nodes: list[Node], maximize: bool, v: int,
+                  judge_weight: float) -> tuple[Pool, PoolHistory]:
     """The pool, and its new-best history replayed in the order evaluations finished."""
     finished = sorted(nodes, key=lambda n: n.evaluated_at or n.created_at)
-    pool = Pool.rebuild(finished, maximize, v)
+    seed = next((n for n in nodes if n.origin == "seed" and n.score_full is not None), None)
+    scale = (abs(seed.score_full) or 1.0) if seed is not None else 1.0
+    pool = Pool.rebuild(finished, maximize, v, judge_weight=judge_weight, judge_scale=scale)
     history, best, version = PoolHistory(), None, 0
     for node in finished:
         if node.status == EVALUATED and node.score_full is not None and pool.better(node, best):
@@ -105,7 +112,8 @@ def _resumed_items(nodes: list[Node], by_id: dict[str, Node], seed: Node | None)
 
 
 def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
-                 workspace: Path, cases: list[str] | None = None) -> Session:
+                 workspace: Path, cases: list[str] | None = None,
+                 cognition: CognitionBase | None = None) -> Session:
     """Create or resume the run in `run_dir`."""
     paths = RunPaths(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -117,12 +125,14 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
     run_id = store.get_meta("run_id") or uuid.uuid4().hex[:8]
     store.set_meta("run_id", run_id)
     store.set_meta("task", task.name)
+    store.set_meta("direction", task.direction)
     write_atomic(paths.config, json.dumps(cfg.public_dict(), indent=2) + "\n")
 
     nodes = store.all()
     by_id = {n.id: n for n in nodes}
     maximize = task.direction == "maximize"
-    pool, history = _rebuild_pool(nodes, maximize, v=store.get_meta("pool_version", 0))
+    pool, history = _rebuild_pool(nodes, maximize, v=store.get_meta("pool_version", 0),
+                                  judge_weight=cfg.judge.weight)
     case_order = None
     if cases:
         saved = store.get_meta("case_order")
@@ -134,11 +144,14 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
     committer = Committer(store, paths, pool, sampler, stats, task.name, tracker,
                           wall_s_before=store.get_meta("wall_s", 0.0), history=history,
                           case_order=case_order, lineage={n.id: n.parent_id for n in nodes},
-                          flush_interval_s=cfg.engine.commit_interval_s)
+                          flush_interval_s=cfg.engine.commit_interval_s,
+                          cognition=cognition if cfg.analyze.write_back else None, run_id=run_id,
+                          dedupe_similarity=cfg.cognition.dedupe_similarity)
     paths.scratch.mkdir(exist_ok=True)
     ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=pool, sampler=sampler,
                        rng=random.Random(f"{cfg.seed}-{stats.proposals}"), limits=_limits(task, cfg),
-                       scratch=paths.scratch, history=history, case_order=case_order)
+                       scratch=paths.scratch, history=history, case_order=case_order,
+                       cognition=cognition)
     seeds = [n for n in nodes if n.origin == "seed"]
     seed_item = None
     if not seeds:

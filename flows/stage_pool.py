@@ -41,6 +41,7 @@ class StagePool:
         """(items finished, busy worker-seconds) so far."""
         return self.finished, self.busy_s
 
-    def gauges(self) -> dict[str, int]:
+    def gauges(self) -> dict[str, float]:
         return {f"{self.name}_workers": self.workers, f"{self.name}_busy": self.busy,
-                f"{self.name}_queue": self.waiting}
+                f"{self.name}_queue": self.waiting, f"{self.name}_finished": self.finished,
+                f"{self.name}_busy_s": round(self.busy_s, 3)}

@@ -72,6 +72,7 @@ class EngineConfig(_Section):
     queue_size: int | None = Field(default=None, ge=1)  # researched candidates waiting; None: engineers
     progress_interval_s: float = Field(default=2.0, gt=0)
     commit_interval_s: float = Field(default=0.25, ge=0)  # group commit: the longest a result waits
+    executor: Literal["loop", "threads"] = "loop"  # where evaluation task runs go (evaluation_tasks.py)
 
 
 class StalenessConfig(_Section):
@@ -119,6 +120,7 @@ class SearchConfig(_Section):
     credit_weight: float = Field(default=0.0, ge=0)  # weight of descendant credit; 0: off
     credit_decay: float = Field(default=0.5, gt=0, le=1)  # per generation up the lineage
     novelty_threshold: float | None = Field(default=None, gt=0, le=1)  # reject at this similarity
+    novelty_backend: Literal["minhash", "embedding"] = "minhash"  # embedding: the cognition embedder
 
     @model_validator(mode="after")
     def _ratios(self) -> SearchConfig:
@@ -201,6 +203,13 @@ class RunConfig(_Section):
     guard: GuardConfig = GuardConfig()
     tracking: TrackingConfig = TrackingConfig()
     cognition: CognitionConfig = CognitionConfig()
+
+    @model_validator(mode="after")
+    def _embedding_novelty_needs_cognition(self) -> RunConfig:
+        if self.search.novelty_backend == "embedding" and not self.cognition.enabled:
+            raise ValueError("search.novelty_backend: embedding uses the cognition base's embedder: "
+                             "set cognition.enabled: true")
+        return self
 
     def public_dict(self) -> dict[str, Any]:
         """The config as saved with a run: secrets are never part of a dump."""

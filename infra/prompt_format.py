@@ -1,7 +1,9 @@
-"""The shape of a research prompt that non-LLM answerers (offline proposer, simulator) read back.
+"""The shape of the prompts that non-LLM answerers (offline proposer, simulator) read back.
 
-The researcher writes these markers; the offline proposer and the LLM simulator find the
-current program and the requested answer form through them. Real LLMs just read the prose.
+The stages write these markers (research, reflection, analysis, judge); the offline backend and
+the LLM simulator find the current program, the requested answer form and the computed facts
+through them, and the stages parse the structured parts of every answer with the parsers here.
+Real LLMs just read the prose.
 """
 
 from __future__ import annotations
@@ -60,3 +62,154 @@ def parse_decision(answer: str) -> str | None:
     """The decision of a reflection answer (keep / patch / drop), or None when it has none."""
     match = _DECISION_RE.search(answer)
     return match.group(1).lower() if match else None
+
+
+# Analysis prompts (the Analyzer): a computed comparison the prompt carries, and the structured
+# report it asks for. The offline analyzer and the simulator read the comparison back.
+ANALYSIS_MARKER = "Analysis request:"
+COMPARISON_HEADER = "## Computed comparison"
+ANALYSIS_SECTIONS = ("What changed", "What happened", "Why it likely happened", "What to try next",
+                     "Lessons")
+EXTRA_SECTION = "Other notes"  # text of an answer outside the asked-for sections
+MAX_LESSONS = 3
+_NO_LESSON = re.compile(r"^(?:none|n/?a|no (?:\w+ )?lessons?)(?:$|\s*[.!,:;(\u2013\u2014-])", re.I)
+_ALIASES = {  # the headings a sloppy answer may use for each section, lower case
+    "what changed": 0, "the change": 0,
+    "what happened": 1, "outcome": 1,
+    "why it likely happened": 2, "why it happened": 2, "why": 2, "likely cause": 2,
+    "what to try next": 3, "what next": 3, "next steps": 3, "try next": 3,
+    "lessons": 4, "lesson": 4, "lessons learned": 4, "lessons learnt": 4,
+}
+_HEADING_RE = re.compile(
+    r"^[ \t]*(?P<hashes>#{1,6})?[ \t]*(?P<bold>\*\*|__)?[ \t]*(?:\d+[.)][ \t]*)?(?P<name>"
+    + "|".join(sorted(map(re.escape, _ALIASES), key=len, reverse=True))
+    + r")\b[ \t]*(?:\*\*|__)?[ \t]*(?P<colon>:)?[ \t]*(?:\*\*|__)?[ \t]*(?P<rest>.*)$", re.I)
+_OTHER_HEADING_RE = re.compile(r"^[ \t]*(#{1,6})[ \t]+\S")
+_BULLET_RE = re.compile(r"^[ \t]*(?:[-*+\u2022]|\d+[.)])[ \t]+(.*)$")
+_MOTIVATION_RE = re.compile(r"^Motivation:[ \t]*(.*)$", re.M)
+
+
+def is_analysis_prompt(prompt: str) -> bool:
+    """True for a prompt that asks the Analyzer for a report on one evaluated candidate."""
+    return re.search("^" + re.escape(ANALYSIS_MARKER), prompt, re.M) is not None
+
+
+def render_comparison(facts: dict[str, str]) -> str:
+    """The computed comparison section: one `- key: value` line per fact."""
+    return "\n".join([COMPARISON_HEADER, *(f"- {key}: {value}" for key, value in facts.items())]) + "\n"
+
+
+def parse_comparison(prompt: str) -> dict[str, str]:
+    """The facts of a prompt's computed comparison section (empty when it has none)."""
+    at = prompt.find(COMPARISON_HEADER)
+    if at < 0:
+        return {}
+    facts: dict[str, str] = {}
+    for line in prompt[at + len(COMPARISON_HEADER):].lstrip("\n").splitlines():
+        if not line.startswith("- "):
+            break
+        key, _, value = line[2:].partition(": ")
+        facts[key.strip()] = value.strip()
+    return facts
+
+
+def extract_motivation(prompt: str) -> str:
+    """The first `Motivation:` line of a prompt ('' when it has none)."""
+    match = _MOTIVATION_RE.search(prompt)
+    return match.group(1).strip() if match else ""
+
+
+def _heading(line: str) -> tuple[int, int, str] | None:
+    """(section index, heading level, text after the heading) when `line` heads a section."""
+    match = _HEADING_RE.match(line)
+    if match is None:
+        return None
+    rest = match.group("rest").strip()
+    if rest and not (match.group("hashes") or match.group("colon")):
+        return None  # a sentence that happens to start with "What happened ...", not a heading
+    level = len(match.group("hashes") or "") or 6  # bold or plain headings: any `#` heading ends them
+    inline = rest if match.group("colon") and re.search(r"\w", rest) else ""  # "Lessons: none"
+    return _ALIASES[match.group("name").lower()], level, inline
+
+
+def parse_analysis(answer: str) -> tuple[dict[str, str], list[str]]:
+    """The sections of an Analyzer answer (every asked-for one, '' when missing; text outside
+    them under EXTRA_SECTION) and its lessons (at most MAX_LESSONS; 'none' gives none).
+
+    >>> sections, lessons = parse_analysis("Sure.\\n## What happened\\nIt got faster.\\n"
+    ...                                    "**Lessons:**\\n- Cache results.\\n- none")
+    >>> sections["What happened"], sections["What changed"], sections["Other notes"], lessons
+    ('It got faster.', '', 'Sure.', ['Cache results.'])
+    """
+    buffers: dict[str, list[str]] = {name: [] for name in (*ANALYSIS_SECTIONS, EXTRA_SECTION)}
+    current, level, fenced = EXTRA_SECTION, 0, False
+    for line in answer.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        found = None if fenced or line.lstrip().startswith("```") else _heading(line)
+        if found is not None:
+            index, level, rest = found
+            current = ANALYSIS_SECTIONS[index]
+            if rest:
+                buffers[current].append(rest)
+            continue
+        other = None if fenced else _OTHER_HEADING_RE.match(line)
+        if other is not None and current != EXTRA_SECTION and len(other.group(1)) <= level:
+            current = EXTRA_SECTION  # a section of the answer's own: kept, outside the asked-for ones
+        buffers[current].append(line)
+    sections = {name: "\n".join(lines).strip() for name, lines in buffers.items()}
+    return sections, parse_lessons(sections["Lessons"])
+
+
+def parse_lessons(text: str) -> list[str]:
+    """The lessons of a Lessons section: its bullets (or its paragraphs when it has none)."""
+    lines = text.splitlines()
+    items: list[str] = []
+    if any(_BULLET_RE.match(line) for line in lines):
+        for line in lines:
+            bullet = _BULLET_RE.match(line)
+            if bullet is not None:
+                items.append(bullet.group(1))
+            elif items and line.strip() and line[:1].isspace():
+                items[-1] += " " + line.strip()  # a bullet's continuation line
+    else:
+        items = re.split(r"\n[ \t]*\n", text)
+    lessons: list[str] = []
+    for item in items:
+        lesson = " ".join(item.split()).strip("*_ ")
+        if lesson and not _NO_LESSON.match(lesson) and lesson.lower() not in map(str.lower, lessons):
+            lessons.append(lesson[:500])
+    return lessons[:MAX_LESSONS]
+
+
+# Judge prompts (the optional LLM judge) and their one-line score.
+JUDGE_MARKER = "Judge request:"
+_SCORE_RE = re.compile(
+    r"^[ \t>*_`-]*score[ \t*_`]*[:=][ \t*_`]*(\d+(?:\.\d+)?)[ \t*_`]*(?:/[ \t]*(\d+(?:\.\d+)?))?",
+    re.I | re.M)
+
+
+def is_judge_prompt(prompt: str) -> bool:
+    """True for a prompt that asks the judge to score a candidate's code."""
+    return re.search("^" + re.escape(JUDGE_MARKER), prompt, re.M) is not None
+
+
+def render_judge_score(points: int) -> str:
+    """The score line of a judge answer."""
+    return f"Score: {points}/10"
+
+
+def parse_judge_score(answer: str) -> float | None:
+    """The judge's score scaled to [0, 1] (the last `Score: N/10` line), or None when it has
+    none or it is out of range.
+
+    >>> parse_judge_score("Clean code.\\nScore: 7/10"), parse_judge_score("Score: 12/10")
+    (0.7, None)
+    """
+    matches = list(_SCORE_RE.finditer(answer))
+    if not matches:
+        return None
+    points, out_of = float(matches[-1].group(1)), float(matches[-1].group(2) or 10)
+    if out_of <= 0 or not 0 <= points <= out_of:
+        return None
+    return round(points / out_of, 6)

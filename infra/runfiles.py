@@ -33,6 +33,10 @@ class RunPaths:
         return self.root / "best" / "program.py"
 
     @property
+    def report(self) -> Path:
+        return self.root / "report.md"
+
+    @property
     def log(self) -> Path:
         return self.root / "run.log"
 

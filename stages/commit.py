@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from evoforge.cognition.item import CognitionItem
+from evoforge.cognition.store import CognitionBase
 from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SCORE_STAGES, SPECULATIVE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
@@ -28,6 +32,14 @@ from evoforge.stages.stats import RunStats
 _FLUSH_ROWS = 32
 
 
+@dataclass(frozen=True)
+class SlowWrite:
+    """A commit-side write to run off the event loop (`work`), then applied on it (`done`)."""
+
+    work: Callable[[], Any]
+    done: Callable[[Any], None]
+
+
 class Committer:
     """Persists proposals and results, updates the pool, and keeps the snapshots fresh."""
 
@@ -35,7 +47,8 @@ class Committer:
                  stats: RunStats, task_name: str, tracker: Tracker | None = None,
                  wall_s_before: float = 0.0, history: PoolHistory | None = None,
                  case_order: CaseOrder | None = None, lineage: dict[str, str | None] | None = None,
-                 flush_interval_s: float = 0.25):
+                 flush_interval_s: float = 0.25, cognition: CognitionBase | None = None,
+                 run_id: str = "", dedupe_similarity: float = 0.9):
         self.store, self.paths, self.pool, self.sampler = store, paths, pool, sampler
         self.stats, self.task_name, self.tracker = stats, task_name, tracker
         self.history = history if history is not None else PoolHistory()
@@ -50,6 +63,8 @@ class Committer:
         self.busy_s = 0.0  # time spent writing: how long the single writer held the pool
         self.flushes = 0
         self.rows_written = 0
+        self.cognition, self.run_id, self.dedupe_similarity = cognition, run_id, dedupe_similarity
+        self.lessons_written = 0
 
     def pending(self) -> int:
         """Rows waiting for the next flush."""
@@ -140,6 +155,8 @@ class Committer:
             item.node = node = pooled
             event = self._settle_speculation(item)
         elif node.status == EVALUATED:
+            if node.origin == "seed" and not self.pool.nodes and node.score_full is not None:
+                self.pool.judge_scale = abs(node.score_full) or 1.0  # fixed before any node ranks
             if self.pool.add(node):
                 event = NEW_BEST
                 self._bumped(NEW_BEST, node)
@@ -186,10 +203,35 @@ class Committer:
         if self.pool.best is not None:
             write_atomic(self.paths.best_program, self.pool.best.code)
 
+    def slow_writes(self, item: Item) -> SlowWrite | None:
+        """Writes of a finished item too slow for the event loop (lessons into the cognition base,
+        an embedding each), or None; the engine runs `work` on a thread, then `done` here."""
+        node = item.node
+        if self.cognition is None or node is None or not node.lessons:
+            return None
+        base = self.cognition
+        provenance = f"analyzer insight of node {node.id} in run {self.run_id}"
+        lessons = [CognitionItem.create(_title(lesson), lesson, source=f"run {self.run_id}",
+                                        task=self.task_name, provenance=provenance, tags=["lesson"])
+                   for lesson in node.lessons]
+
+        def work() -> list[str]:  # new lessons only: deduplicated by embedding similarity
+            added = [base.add_if_novel(lesson, self.dedupe_similarity) for lesson in lessons]
+            return [lesson.id for lesson in added if lesson is not None]
+
+        def done(ids: list[str]) -> None:
+            if ids:
+                node.artifacts["lessons_written"] = ",".join(ids)
+                self.lessons_written += len(ids)
+                self._put(node)
+
+        return SlowWrite(work, done)
+
     def write_snapshot(self, extra: dict[str, Any]) -> dict[str, Any]:
         """Rewrite status.json and leaderboard.md; returns the status."""
         status = status_dict(self.stats, self.pool, self.wall_s(),
-                             {"commit_busy_s": round(self.busy_s, 3), **extra})
+                             {"commit_busy_s": round(self.busy_s, 3),
+                              "lessons_written": self.lessons_written, **extra})
         write_atomic(self.paths.status, json.dumps(status, indent=2) + "\n")
         write_atomic(self.paths.leaderboard, leaderboard_md(self.task_name, self.pool))
         return status
@@ -209,6 +251,8 @@ class Committer:
             )
         if item.answer and not (folder / "answer.md").exists():
             (folder / "answer.md").write_text(item.answer)
+        if node.analysis:
+            (folder / "analysis.md").write_text(node.analysis)
         summary = {k: getattr(node, k) for k in (
             "status", "error", "failed_stage", "score_full", "metrics", "parent_id", "backend",
             "model", "tokens_in", "tokens_out", "llm_s", "eval_s", "pool_version")}
@@ -229,7 +273,8 @@ class Committer:
                   "model": node.model, "backend": node.backend, "origin": node.origin,
                   "generation": node.generation, "pool_version": node.pool_version}
         texts = {"program.py": node.code, "diff.patch": node.diff,
-                 "motivation.md": node.motivation, "error.txt": node.error or ""}
+                 "motivation.md": node.motivation, "error.txt": node.error or "",
+                 "analysis.md": node.analysis}
         self.tracker.log_candidate(f"node-{node.id}", params, metrics, texts,
                                    tags={"status": str(node.status), "failed_stage": node.failed_stage or ""},
                                    status="FINISHED" if node.status == EVALUATED else "FAILED")
@@ -237,3 +282,9 @@ class Committer:
             self.tracker.log_parent(metrics={"best_score": node.score_full,
                                              "evaluations": self.stats.evaluations},
                                     step=self.stats.evaluations)
+
+
+def _title(lesson: str) -> str:
+    """A short title for a lesson: its first words."""
+    words = lesson.split()
+    return " ".join(words[:8]) + ("…" if len(words) > 8 else "")

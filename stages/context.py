@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evoforge.cognition.store import CognitionBase
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task
 from evoforge.infra.config import RunConfig
@@ -36,6 +37,7 @@ class StageContext:
     scratch: Path
     history: PoolHistory = field(default_factory=PoolHistory)
     case_order: CaseOrder | None = None  # validation order of a case-based task
+    cognition: CognitionBase | None = None  # the cognition base, for reading (the commit writes)
     evaluations: EvaluationRunner = field(default_factory=InlineEvaluations)
     # hands (item, speculative snapshot of its node) to the commit; safe to call from any thread
     release: Callable[[Any, Node], None] | None = None

@@ -2,7 +2,10 @@
 speculative completion, when the task exposes validation cases).
 
 The engineer stage plug-in. Its door is the staleness policy (stages/staleness.py): an item that
-is too old is dropped (to the commit) or sent to the reflect stage before any evaluation runs.
+is too old is dropped (to the commit) or sent to the reflect stage before any evaluation runs; a
+candidate back from a repair (stages/debug.py) passes straight in. Before the evaluation, the
+guardrails (stages/guardrails.py) check the code statically, and the task's quick test, when it
+declares one and `guard.quick_test` is on, runs first in the same evaluation job.
 The evaluation itself is a job handed to the run's evaluation runner (a Prefect task on the
 flow's task runner, by default), so the stage never blocks the event loop.
 """
@@ -17,8 +20,9 @@ from evoforge.infra.config import RunConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, REJECTED, SPECULATIVE, STALE, Node
 from evoforge.stages.context import StageContext
 from evoforge.stages.evaluation_job import EvalReport, EvalRequest, SpeculationRequest
+from evoforge.stages.guardrails import GUARD, QUICK_TEST_PREFIX, static_violation
 from evoforge.stages.item import Item
-from evoforge.stages.novelty import novelty_rejection
+from evoforge.stages.novelty import EmbeddingSimilarity, novelty_rejection
 from evoforge.stages.speculation import Reference
 from evoforge.stages.stage import COMMIT, Admission, Stage, StageResult, WorkerBounds
 from evoforge.stages.staleness import DROP, REFLECT, decide
@@ -34,11 +38,11 @@ class Engineer(Stage):
         return WorkerBounds.configured(cfg.engine.workers.engineer, cfg, cfg.adaptive.max_engineer)
 
     def admit(self, item: Item, ctx: StageContext) -> Admission:
-        """The staleness policy, unless the item has just been through reflection."""
-        if item.reflected:
-            return Admission()
+        """The staleness policy, unless the item has just been through reflection or a repair."""
         node = item.node
         assert node is not None
+        if item.reflected or node.attempts:
+            return Admission()
         decision = decide(item, ctx.pool.v, ctx.history, ctx.config.staleness)
         noted = node.copy(staleness=item.staleness(ctx.pool.v), reflection=decision.reason)
         if decision.action == DROP:
@@ -52,6 +56,13 @@ class Engineer(Stage):
         return await engineer(item, ctx)
 
 
+def novelty_similarity(ctx: StageContext) -> EmbeddingSimilarity | None:
+    """The similarity `search.novelty_backend` names (None: the default MinHash)."""
+    if ctx.config.search.novelty_backend == "embedding" and ctx.cognition is not None:
+        return EmbeddingSimilarity(ctx.cognition.embedder)
+    return None
+
+
 def request_for(node: Node, ctx: StageContext) -> EvalRequest:
     """The evaluation job of `node`: snapshots of what it needs, nothing shared."""
     order, spec = None, None
@@ -61,18 +72,23 @@ def request_for(node: Node, ctx: StageContext) -> EvalRequest:
         cfg = ctx.config.speculation
         if cfg.alpha_spec is not None and ctx.release is not None:
             spec = SpeculationRequest(cfg.alpha_spec, cfg.prune, Reference.of(ctx.pool))
+    quick_test = ctx.config.guard.quick_test and ctx.task.quick_test is not None
     return EvalRequest(node_id=node.id, code=node.code, task=ctx.task, limits=ctx.limits,
-                       scratch=ctx.scratch, order=order, speculation=spec)
+                       scratch=ctx.scratch, order=order, speculation=spec, quick_test=quick_test)
 
 
 async def engineer(item: Item, ctx: StageContext) -> StageResult:
     """Evaluate the item's candidate; its node comes back with scores, or the reason it failed."""
     assert item.node is not None
     node = item.node.copy()
-    reason = novelty_rejection(node.code, ctx.pool, ctx.config.search)
+    reason = novelty_rejection(node.code, ctx.pool, ctx.config.search, novelty_similarity(ctx))
     if reason is not None:
         node.status, node.failed_stage = REJECTED, "engineer"
         node.error = f"rejected before evaluation: {reason}"
+        return StageResult(node)
+    violation = static_violation(node.code, ctx.task)
+    if violation is not None:  # no sandbox run, so no evaluation is counted
+        node.status, node.failed_stage, node.error = FAILED, GUARD, str(violation)
         return StageResult(node)
     request = request_for(node, ctx)
     release = None
@@ -92,6 +108,13 @@ def settle_node(node: Node, report: EvalReport) -> Node:
     outcome = report.outcome
     _record(node, outcome)
     node.evaluated_at = time.time()
+    if report.quick_test_failed:
+        node.status, node.failed_stage = FAILED, GUARD
+        node.error = f"{QUICK_TEST_PREFIX}{outcome.error}"
+        return node
+    if report.quick_test is not None:
+        node.eval_s += report.quick_test.seconds
+        node.artifacts["quick_test"] = f"passed in {report.quick_test.seconds:.3f} s"
     node.score_partial = report.score_partial
     node.speculative_at = report.released_at
     if report.pruned and outcome.error is None:
@@ -106,8 +129,9 @@ def settle_node(node: Node, report: EvalReport) -> Node:
 
 
 def _record(node: Node, outcome: EvalOutcome) -> None:
-    """What every evaluation leaves on its node: cost, metrics, artifacts, output tails, cases."""
-    node.eval_s = outcome.seconds
+    """What every evaluation leaves on its node: cost (added to earlier tries'), metrics,
+    artifacts, output tails, cases."""
+    node.eval_s += outcome.seconds
     node.metrics, node.artifacts = dict(outcome.metrics), dict(outcome.artifacts)
     if outcome.stdout_tail:
         node.artifacts.setdefault("stdout_tail", outcome.stdout_tail[-4000:])

@@ -1,9 +1,11 @@
 """One sandboxed evaluation as a self-contained job, and the runners that execute such jobs.
 
 The engineer stage turns a candidate into an `EvalRequest` (code, task, limits, case order and
-the speculation reference, all snapshots) and hands it to the run's `EvaluationRunner`. The job
-reads nothing shared, so a runner may execute it inline on the event loop (`InlineEvaluations`),
-on a thread of the flow's Prefect task runner, or on another machine (flows/evaluation_tasks.py).
+the speculation reference, all snapshots) and hands it to the run's `EvaluationRunner`. With
+`quick_test`, the job first runs the task's quick test (its own short timeout) and stops there
+when it fails, so both are one job on the same runner. The job reads nothing shared, so a
+runner may execute it inline on the event loop (`InlineEvaluations`), on a thread of the flow's
+Prefect task runner, or on another machine (flows/evaluation_tasks.py).
 """
 
 from __future__ import annotations
@@ -12,11 +14,11 @@ import asyncio
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evoforge.evaluators.cases import CaseOutcome, evaluate_cases
-from evoforge.evaluators.evaluation import EvalOutcome, evaluate_program
+from evoforge.evaluators.evaluation import EvalOutcome, evaluate_program, quick_test_program
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task
 from evoforge.stages.speculation import Reference, Speculation
@@ -46,16 +48,26 @@ class EvalRequest:
     stage: str = "full"
     order: tuple[str, ...] | None = None  # the validation order of a case-based task
     speculation: SpeculationRequest | None = None
+    quick_test: bool = False  # run the task's quick test first; a failing one ends the job
 
 
 @dataclass(frozen=True)
 class EvalReport:
-    """What an evaluation produced: the judged outcome and what speculation decided."""
+    """What an evaluation produced: the judged outcome and what speculation decided.
+
+    When a quick test ran first it is in `quick_test`; when it failed, it is the `outcome` too
+    (the full evaluation never ran)."""
 
     outcome: EvalOutcome
     score_partial: float | None = None
     released_at: float | None = None
     pruned: bool = False
+    quick_test: EvalOutcome | None = None
+
+    @property
+    def quick_test_failed(self) -> bool:
+        """True when the quick test ran and failed, so the full evaluation did not run."""
+        return self.quick_test is not None and not self.quick_test.ok
 
 
 async def run_evaluation(request: EvalRequest, release: Release | None = None,
@@ -72,6 +84,16 @@ async def run_evaluation(request: EvalRequest, release: Release | None = None,
 
 
 async def _evaluate(request: EvalRequest, release: Release | None) -> EvalReport:
+    if not request.quick_test:
+        return await _evaluate_fully(request, release)
+    quick = await quick_test_program(request.task, request.code, limits=request.limits,
+                                     scratch_root=request.scratch)
+    if not quick.ok:
+        return EvalReport(quick, quick_test=quick)
+    return replace(await _evaluate_fully(request, release), quick_test=quick)
+
+
+async def _evaluate_fully(request: EvalRequest, release: Release | None) -> EvalReport:
     if request.order is None:
         outcome = await evaluate_program(request.task, request.code, stage=request.stage,
                                          limits=request.limits, scratch_root=request.scratch)

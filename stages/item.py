@@ -13,18 +13,21 @@ from typing import TYPE_CHECKING, Any
 from evoforge.infra.nodes import Node, Status
 
 if TYPE_CHECKING:
+    from evoforge.stages.learn import Knowledge
     from evoforge.stages.sample.inspirations import Inspiration
 
 
 @dataclass
 class Item:
-    """A candidate on its way through sample → research → engineer → commit."""
+    """A candidate on its way through sample → learn → research → engineer → analyze → commit."""
 
     # sample
     v_i: int  # pool version the item was designed against
     parent: Node
     inspirations: list[Inspiration] = field(default_factory=list)  # labelled best/diverse/recent
     answer_format: str = "diff"
+    # learn
+    knowledge: list[Knowledge] = field(default_factory=list)  # cognition items for the prompt
     # research
     node: Node | None = None  # the candidate being built (its id is fixed once research starts)
     prompt: list[dict[str, str]] = field(default_factory=list)
@@ -57,5 +60,5 @@ class Item:
             self.node = node
 
 
-_STAGE_FIELDS = frozenset({"v_i", "parent", "inspirations", "answer_format", "prompt", "answer",
-                           "tainted_by", "reflected"})
+_STAGE_FIELDS = frozenset({"v_i", "parent", "inspirations", "answer_format", "knowledge", "prompt",
+                           "answer", "tainted_by", "reflected"})

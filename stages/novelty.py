@@ -4,8 +4,9 @@ Exact and normalised duplicates (comments, blank lines and spacing ignored) of a
 already seen in the run are always rejected. With `search.novelty_threshold` set, a candidate
 whose EVOLVE block is at least that similar to a pool member's is rejected too. Similarity is a
 pluggable `Similarity`: the default estimates the Jaccard similarity of token 3-shingles with
-MinHash (cheap, no model); an embedding backend (cosine of sentence embeddings) can take its
-place by implementing the same two methods.
+MinHash (cheap, no model); `search.novelty_backend: embedding` uses the cosine of the cognition
+base's sentence embeddings instead (`EmbeddingSimilarity`, which catches the same idea written
+with other names).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
+from evoforge.cognition.embedder import Embedder
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
 from evoforge.stages.pool import Pool, exact_code_hash, normalized_code_hash
@@ -58,6 +60,20 @@ class MinHashJaccard:
 
     def similarities(self, matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
         return (matrix == vector).mean(axis=1)
+
+
+class EmbeddingSimilarity:
+    """Cosine similarity of sentence embeddings of the EVOLVE blocks (the cognition embedder)."""
+
+    def __init__(self, embedder: Embedder):
+        self.embedder = embedder
+        self.name = f"embedding cosine ({embedder.name})"
+
+    def vector(self, code: str) -> np.ndarray:
+        return self.embedder.embed([evolve_block(code)])[0]
+
+    def similarities(self, matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+        return matrix @ vector  # the embedder's rows are unit vectors
 
 
 class SimilarityIndex:

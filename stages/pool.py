@@ -1,4 +1,14 @@
-"""The evaluated population held in memory, with the version counter the commit stage bumps."""
+"""The evaluated population held in memory, with the version counter the commit stage bumps.
+
+Selection uses one fitness, `Pool.score`: the task score signed so that larger is better, plus,
+when an LLM judge is on (`judge.weight > 0`) and has scored the node, a bonus
+`judge_weight * judge_score * judge_scale`. `judge_score` is in [0, 1] (the judge's N/10), and
+`judge_scale` is the magnitude of the seed's full score (set by whoever builds the pool, before
+any node is added: the ranking keeps the fitness it had when a node came in), so a weight of 0.1
+is worth at most 10% of the seed's score. The bonus always makes a node better (it
+lowers the effective score of a minimised task). The raw task score stays in `score_full` and in
+status.json's `best_score`.
+"""
 
 from __future__ import annotations
 
@@ -63,6 +73,8 @@ class Pool:
     best: Node | None = None
     seen_hashes: set[str] = field(default_factory=set)
     exact_hashes: set[str] = field(default_factory=set)
+    judge_weight: float = 0.0  # weight of the LLM judge's score in the fitness (0: off)
+    judge_scale: float = 1.0  # |the seed's full score|: puts judge_score in the task's units
     _keys: list[float] = field(default_factory=list, repr=False, compare=False)  # -score, ascending
     _ranking: list[Node] = field(default_factory=list, repr=False, compare=False)
     _by_id: dict[str, Node] = field(default_factory=dict, repr=False, compare=False)
@@ -72,10 +84,13 @@ class Pool:
 
     def score(self, node: Node) -> float:
         """Selection score, signed so that larger is better: the full-stage score, or the
-        validation-prefix score of a speculative node."""
+        validation-prefix score of a speculative node, plus the judge bonus (module docstring)."""
         value = node.score_partial if node.status == SPECULATIVE else node.score_full
         assert value is not None
-        return value if self.maximize else -value
+        signed = value if self.maximize else -value
+        if node.judge_score is not None and self.judge_weight:
+            signed += self.judge_weight * node.judge_score * self.judge_scale
+        return signed
 
     def better(self, a: Node, b: Node | None) -> bool:
         return b is None or self.score(a) > self.score(b)
@@ -178,9 +193,10 @@ class Pool:
         del self._by_id[node.id]
 
     @classmethod
-    def rebuild(cls, nodes: list[Node], maximize: bool, v: int) -> Pool:
-        """The pool as it was, from the node database (resume)."""
-        pool = cls(maximize=maximize)
+    def rebuild(cls, nodes: list[Node], maximize: bool, v: int, judge_weight: float = 0.0,
+                judge_scale: float = 1.0) -> Pool:
+        """The pool as it was, from the node database (resume); no judge unless a weight is given."""
+        pool = cls(maximize=maximize, judge_weight=judge_weight, judge_scale=judge_scale)
         for node in nodes:
             pool.remember(node.code, node.id)
         members = [n for n in nodes if n.status == EVALUATED and n.score_full is not None]

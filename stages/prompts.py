@@ -13,6 +13,7 @@ from evoforge.infra.prompt_format import (
     FORMAT_PREFIX,
     render_program_section,
 )
+from evoforge.stages.learn import Knowledge
 from evoforge.stages.sample.inspirations import BEST, DIVERSE, RECENT, Inspiration
 
 SYSTEM = (
@@ -54,6 +55,16 @@ _USED_RULE = (
 )
 
 
+_IDEAS_PREFIX = "Ideas used:"
+_IDEAS_RE = re.compile(r"^[ \t>*_`]*" + re.escape(_IDEAS_PREFIX) + r"[ \t*_`]*([^\n]*)\n?",
+                       re.IGNORECASE | re.MULTILINE)
+_IDEAS_RULE = (
+    f"Also add one line `{_IDEAS_PREFIX} K1, K3` naming the prior knowledge your change applies, "
+    f"or `{_IDEAS_PREFIX} none`."
+)
+_ANALYSIS_CHARS = 1500
+
+
 def _metrics_line(node: Node) -> str:
     shown = ", ".join(f"{k}={v:.6g}" for k, v in sorted(node.metrics.items())[:12])
     return shown or "no metrics"
@@ -91,14 +102,50 @@ def inspirations_used(answer: str, inspirations: Sequence[Inspiration | Node]) -
 
 
 def without_used_line(motivation: str) -> str:
-    """The motivation with the `Inspirations used:` line taken out."""
-    return _USED_RE.sub("", motivation).strip()
+    """The motivation with the `Inspirations used:` and `Ideas used:` lines taken out."""
+    return _IDEAS_RE.sub("", _USED_RE.sub("", motivation)).strip()
+
+
+def _knowledge(shown: Knowledge, index: int) -> str:
+    kind = "human prior" if shown.from_seed else "lesson learned in earlier experiments"
+    return f"### K{index}: {shown.title} ({kind})\n{shown.text.strip()}\n"
+
+
+def ideas_used(answer: str, knowledge: Sequence[Knowledge]) -> list[str]:
+    """Cognition ids of the prior knowledge an answer says it used (its `Ideas used:` line),
+    cross-checked against the items it was shown."""
+    match = _IDEAS_RE.search(answer)
+    if match is None:
+        return []
+    ids: list[str] = []
+    for number in re.findall(r"K\s*(\d+)", match.group(1), re.IGNORECASE):
+        index = int(number) - 1
+        if 0 <= index < len(knowledge) and knowledge[index].id not in ids:
+            ids.append(knowledge[index].id)
+    return ids
+
+
+def origin_of(used_ideas: Sequence[str], knowledge: Sequence[Knowledge],
+              used_inspirations: Sequence[str]) -> str:
+    """ASI-Evolve's origin of a design: `cognition` when it says it used a human prior,
+    `experience` when it used a lesson written back by the Analyzer or another evaluated program
+    (an inspiration), `novel` otherwise."""
+    by_id = {k.id: k for k in knowledge}
+    if any(by_id[i].from_seed for i in used_ideas if i in by_id):
+        return "cognition"
+    if used_ideas or used_inspirations:
+        return "experience"
+    return "novel"
 
 
 def research_messages(
-    task: Task, parent: Node, inspirations: Sequence[Inspiration | Node], answer_format: str
+    task: Task, parent: Node, inspirations: Sequence[Inspiration | Node], answer_format: str,
+    knowledge: Sequence[Knowledge] = (),
 ) -> list[dict[str, str]]:
-    """The chat messages asking for one improved candidate of `parent`."""
+    """The chat messages asking for one improved candidate of `parent`.
+
+    The stable part (system message, task, objective) comes first and stays byte-identical
+    across the calls of a run, so a server's prefix cache can reuse it."""
     goal = "maximize" if task.direction == "maximize" else "minimize"
     parts = [
         f"# Task: {task.name}",
@@ -109,6 +156,12 @@ def research_messages(
     ]
     if parent.motivation.strip():
         parts.append(f"How it came about: {parent.motivation.strip()[:600]}")
+    if parent.analysis.strip():
+        analysis = parent.analysis.strip()[:_ANALYSIS_CHARS]
+        parts.append(f"### What the Analyzer found about the parent\n{analysis}")
+    if knowledge:
+        parts.append("## Prior knowledge (retrieved from the cognition base)")
+        parts.extend(_knowledge(k, i + 1) for i, k in enumerate(knowledge))
     if inspirations:
         parts.append("## Inspirations (EVOLVE blocks of other evaluated programs)")
         parts.extend(_inspiration(n, i + 1) for i, n in enumerate(inspirations))
@@ -116,4 +169,6 @@ def research_messages(
     parts.append(DIFF_RULES if answer_format == FORMAT_DIFF else _REWRITE_RULES)
     if inspirations:
         parts.append(_USED_RULE)
+    if knowledge:
+        parts.append(_IDEAS_RULE)
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]

@@ -12,10 +12,17 @@ from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
-from evoforge.infra.nodes import FAILED, PROPOSED, Node, new_node_id
+from evoforge.infra.nodes import FAILED, PROPOSED, Node
+from evoforge.stages.candidate import new_candidate
 from evoforge.stages.context import StageContext
 from evoforge.stages.item import Item
-from evoforge.stages.prompts import inspirations_used, research_messages, without_used_line
+from evoforge.stages.prompts import (
+    ideas_used,
+    inspirations_used,
+    origin_of,
+    research_messages,
+    without_used_line,
+)
 from evoforge.stages.stage import COMMIT, Stage, StageResult, WorkerBounds
 
 
@@ -23,22 +30,6 @@ def unified_diff(old: str, new: str) -> str:
     """The change from parent to child as a unified diff."""
     return "".join(
         difflib.unified_diff(old.splitlines(True), new.splitlines(True), "parent", "candidate", n=2)
-    )
-
-
-def new_candidate(item: Item, ctx: StageContext) -> Node:
-    """An empty node for the item's candidate, lineage filled in."""
-    return Node(
-        id=new_node_id(),
-        run_id=ctx.run_id,
-        code="",
-        parent_id=item.parent.id,
-        inspiration_ids=[n.id for n in item.inspirations],
-        island=item.parent.island,
-        generation=item.parent.generation + 1,
-        pool_version=item.v_i,
-        backend=ctx.llm.name,
-        model=ctx.llm.model,
     )
 
 
@@ -60,7 +51,8 @@ class Research(Stage):
 async def research(item: Item, ctx: StageContext) -> StageResult:
     """A proposed candidate for `item`, or a failed one with the reason (sent to the commit)."""
     node = item.node.copy() if item.node is not None else new_candidate(item, ctx)
-    prompt = research_messages(ctx.task, item.parent, item.inspirations, item.answer_format)
+    prompt = research_messages(ctx.task, item.parent, item.inspirations, item.answer_format,
+                               item.knowledge)
     start = time.perf_counter()
     try:
         completion = await ctx.llm.complete(
@@ -82,6 +74,8 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
     node.code = code
     node.motivation = without_used_line(parsed.motivation)
     node.inspirations_used = inspirations_used(completion.text, item.inspirations)
+    node.ideas_used = ideas_used(completion.text, item.knowledge)
+    node.origin = origin_of(node.ideas_used, item.knowledge, node.inspirations_used)
     node.diff = unified_diff(item.parent.code, code)
     node.status = PROPOSED
     return StageResult(node, updates=updates)

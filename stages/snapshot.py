@@ -20,6 +20,7 @@ def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any
         "proposals": stats.proposals,
         "failed_research": stats.failed_research,
         "failed_evaluation": stats.failed_evaluation,
+        "failed_guard": stats.failed_guard,
         "failed_internal": stats.failed_internal,
         "duplicates_rejected": stats.duplicates,
         "best_score": confirmed.score_full if confirmed else None,  # fully evaluated only

@@ -108,6 +108,11 @@ class Stage(ABC):
         """Whether this run uses the stage at all (e.g. reflect only under the reflective policy)."""
         return True
 
+    def skips(self, item: Item, ctx: StageContext) -> bool:
+        """True when the stage has nothing to do for `item`: the engine routes it past the stage
+        without queueing it or spending a task run (e.g. the Analyzer on a duplicate)."""
+        return False
+
     def admit(self, item: Item, ctx: StageContext) -> Admission:
         """The entry policy, checked when a worker takes the item off the queue; default: admit."""
         return Admission()

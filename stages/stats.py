@@ -17,6 +17,7 @@ class RunStats:
     failed: int = 0  # failed nodes, at any stage
     failed_research: int = 0  # the LLM call or its answer failed
     failed_evaluation: int = 0  # the candidate failed its evaluation
+    failed_guard: int = 0  # stopped by the static check before any evaluation ran
     failed_internal: int = 0  # an internal step failed before any evaluation ran (see run.log)
     duplicates: int = 0  # rejected before evaluation as a (near-)duplicate
     dropped_stale: int = 0  # dropped by the staleness policy or the reflection
@@ -55,6 +56,8 @@ class RunStats:
                     self.failed_research += 1
                 elif node.was_evaluated:
                     self.failed_evaluation += 1
+                elif node.failed_stage == "guard":
+                    self.failed_guard += 1
                 else:
                     self.failed_internal += 1
             case Status.REJECTED:

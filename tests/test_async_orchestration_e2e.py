@@ -47,6 +47,9 @@ def test_reflective_reflects_over_http_and_records_each_decision(tmp_path):
     with SimulatorProcess(SimConfig(median_s=0.15, sigma=0.3, slots=8, seed=4)) as sim:
         run_dir = _run(tmp_path, "circle_packing",
                        {"staleness": {"policy": "reflective", "similarity_threshold": 0.0},
+                        # the Analyzer delays each result's commit by one LLM call, and with it the
+                        # pool updates that make items stale: off here, where staleness is the point
+                        "analyze": {"enabled": False},
                         "adaptive": {"enabled": True, "tau_s": 0.5}}, 40,
                        "--llm-base-url", sim.base_url)
     nodes = read_nodes(run_dir)

@@ -192,3 +192,17 @@ def test_group_commit_writes_in_groups_and_keeps_rows_when_a_write_fails(tmp_pat
     with pytest.raises(OSError):
         committer.flush()
     assert committer.pending() == 1
+
+
+def test_a_stage_that_skips_an_item_is_passed_over_without_a_run(tmp_path):
+    class EveryOther(NoteAnalysis):
+        def skips(self, item, ctx):
+            return int(item.node.id, 16) % 2 == 0  # node ids are random hex
+
+    log = Log()
+    h = make_harness(tmp_path, [FakeResearch(log), FakeEngineer(log), EveryOther(log)], max_evals=12)
+    _run(h.run())
+    nodes = [n for n in h.nodes() if n.origin != "seed"]
+    wanted = [n for n in nodes if int(n.id, 16) % 2 == 1]
+    assert len(nodes) == 11 and h.engine.pools["analyze"].finished == len(wanted)
+    assert all(bool(n.analysis) == (n in wanted) for n in nodes)

@@ -149,7 +149,8 @@ def test_an_openevolve_example_folder_runs_unchanged(tmp_path):
     assert evaluated and all("combined_score" in n.metrics for n in evaluated)
 
 
-def test_prefect_records_the_flow_and_a_task_run_per_stage_call(tmp_path, monkeypatch):
+@pytest.mark.parametrize("executor", ["loop", "threads"])
+def test_prefect_records_the_flow_and_a_task_run_per_stage_call(tmp_path, monkeypatch, executor):
     import threading
 
     from evoforge.flows import evaluation_tasks
@@ -162,7 +163,9 @@ def test_prefect_records_the_flow_and_a_task_run_per_stage_call(tmp_path, monkey
         return await real(request, release, abort)
 
     monkeypatch.setattr(evaluation_tasks, "run_evaluation", recording)
-    code, run_dir = _run(tmp_path, "--no-mlflow", evals=6)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"engine:\n  executor: {executor}\n")
+    code, run_dir = _run(tmp_path, "--no-mlflow", "--config", str(config), evals=6)
     assert code == 0
     status = read_status(run_dir)
     nodes = read_nodes(run_dir)
@@ -175,8 +178,9 @@ def test_prefect_records_the_flow_and_a_task_run_per_stage_call(tmp_path, monkey
     # the server may drop the last few records at exit; the node database is the record
     assert len(evaluations) >= status["evaluations"] - 2 and len(research) >= 3
     assert {f"evaluate-{n.id}" for n in nodes if n.was_evaluated} >= set(evaluations)
-    # every evaluation ran on the flow's task runner (its threads), none on the event loop's thread
-    assert len(threads) == status["evaluations"] and "MainThread" not in threads
+    # every evaluation ran where the executor says: the flow's event loop, or the task runner's threads
+    assert len(threads) == status["evaluations"]
+    assert set(threads) == {"MainThread"} if executor == "loop" else "MainThread" not in threads
 
 
 def test_a_quiet_run_still_stops_at_its_wall_clock_budget(tmp_path):

@@ -1,4 +1,5 @@
-"""What the simulated LLM says: a real mutation of the prompt's program, or a deliberate dud."""
+"""What the simulated LLM says: a real mutation of the prompt's program, or a deliberate dud (and
+a seeded structured report to an analysis prompt, a seeded score to a judge prompt)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,17 @@ import random
 
 from evoforge.infra.edits import SearchReplace, render_diff
 from evoforge.infra.evolve_block import START_MARKER, EditError
+from evoforge.infra.llm_sim.citations import citation_lines
+from evoforge.infra.offline.analysis import simulated_analysis
 from evoforge.infra.offline.answer import render_answer
+from evoforge.infra.offline.judge import simulated_judge_answer
 from evoforge.infra.offline.mutate import mutate_program
 from evoforge.infra.offline.reflection import draw_decision, reflection_answer
 from evoforge.infra.prompt_format import (
     PROGRAM_HEADER,
     extract_program,
+    is_analysis_prompt,
+    is_judge_prompt,
     is_reflection_prompt,
     requested_format,
 )
@@ -30,7 +36,12 @@ _GARBLED = (
 
 
 def build_answer(prompt: str, rng: random.Random) -> str:
-    """An answer that edits the prompt's program the way the prompt asks (diff or rewrite)."""
+    """An answer that edits the prompt's program the way the prompt asks (diff or rewrite); an
+    analysis or a judge prompt gets a seeded answer in the form it asks for."""
+    if is_analysis_prompt(prompt):
+        return simulated_analysis(prompt, rng, PREFACE)
+    if is_judge_prompt(prompt):
+        return simulated_judge_answer(rng, PREFACE)
     program = extract_program(prompt)
     if program is None:
         return f"{PREFACE}: the prompt carries no '{PROGRAM_HEADER}' section, so I cannot edit it."
@@ -40,7 +51,8 @@ def build_answer(prompt: str, rng: random.Random) -> str:
         mutation = mutate_program(program, rng)
     except EditError as exc:
         return f"{PREFACE}: {exc}."
-    preface = f"{PREFACE}: {mutation.description}"
+    cited = citation_lines(prompt, rng)
+    preface = f"{PREFACE}: {mutation.description}" + (f"\n{cited}" if cited else "")
     return render_answer(program, mutation, requested_format(prompt), preface)
 
 

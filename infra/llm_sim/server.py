@@ -6,11 +6,14 @@ seed and the same request order give the same latencies, errors and answers. Inj
 holds a slot for a tenth of a drawn latency, then fails; ``hang`` holds a slot for ``hang_s``
 (or until the client gives up) and then answers 504; ``malformed`` is a normal-speed 200 whose
 answer cannot be applied. A client that disconnects frees its slot, as vLLM aborts the request.
+``/v1/embeddings`` answers at once, outside the slots, with a unit vector per text that depends
+only on the text (384-d unless the request asks for ``dimensions``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import json
 import math
@@ -21,6 +24,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,6 +37,7 @@ from evoforge.infra.llm_sim.latency import SlotPool, draw_latency
 ERROR_KINDS = ("429", "500", "hang", "malformed")
 _POLL_S = 0.05  # how often a waiting request checks whether its client is still there
 _CHARS_PER_TOKEN = 4
+EMBEDDING_DIM = 384  # /v1/embeddings: the dimension of the vectors served, unless "dimensions" asks
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class Simulator:
         self._latency_total = 0.0
         self._errors: Counter[str] = Counter()
         self._keys: set[str] = set()  # sha256 prefixes of the bearer tokens seen, never the tokens
+        self._embedded = 0  # texts embedded on /v1/embeddings
         self.slots.reset()
 
     def stats(self) -> dict[str, Any]:
@@ -102,6 +108,7 @@ class Simulator:
             "mean_latency_s": self._latency_total / self._completed if self._completed else 0.0,
             "mean_queue_wait_s": self.slots.mean_queue_wait(),
             "api_key_sha256": sorted(self._keys),
+            "texts_embedded": self._embedded,
             "config": asdict(self.cfg),
         }
 
@@ -110,9 +117,7 @@ class Simulator:
         arrived = time.monotonic()
         self._requests += 1
         number = self._requests
-        token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        if token:
-            self._keys.add(hashlib.sha256(token.encode()).hexdigest()[:16])
+        self._note_key(request)
         rng = random.Random(self._rng.getrandbits(64))
         try:
             raw = await request.body()
@@ -172,6 +177,28 @@ class Simulator:
             },
         }
 
+    async def embeddings(self, request: Request) -> Response:
+        """POST /v1/embeddings: a deterministic unit vector per input text, seeded by its hash."""
+        self._note_key(request)
+        try:
+            body = json.loads(await request.body())
+            texts, dim = _read_embedding_request(body)
+        except ValueError as exc:
+            self._errors["bad_request"] += 1
+            return _error(400, str(exc), "invalid_request_error")
+        self._embedded += len(texts)
+        encoding = body.get("encoding_format")
+        data = [{"object": "embedding", "index": i, "embedding": _embed(text, dim, encoding)}
+                for i, text in enumerate(texts)]
+        tokens = sum(math.ceil(len(text) / _CHARS_PER_TOKEN) for text in texts)
+        return JSONResponse({"object": "list", "data": data, "model": body.get("model") or self.cfg.model,
+                             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+    def _note_key(self, request: Request) -> None:
+        token = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        if token:
+            self._keys.add(hashlib.sha256(token.encode()).hexdigest()[:16])
+
     def models(self) -> dict[str, Any]:
         """The model list served on GET /v1/models."""
         entry = {"id": self.cfg.model, "object": "model", "created": self._created}
@@ -203,6 +230,7 @@ def build_app(cfg: SimConfig) -> Starlette:
         routes=[
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/chat/completions", sim.chat, methods=["POST"]),
+            Route("/v1/embeddings", sim.embeddings, methods=["POST"]),
             Route("/sim/stats", stats, methods=["GET"]),
             Route("/sim/reset", reset, methods=["POST"]),
         ]
@@ -261,6 +289,33 @@ def _read_messages(body: Any) -> tuple[str, int]:
         texts.append((message.get("role"), str(content)))
     prompt = next((text for role, text in reversed(texts) if role == "user"), "")
     return prompt, sum(len(text) for _, text in texts)
+
+
+def _read_embedding_request(body: Any) -> tuple[list[str], int]:
+    """(the input texts, the vector dimension) of an embeddings request, or ValueError."""
+    if not isinstance(body, dict):
+        raise ValueError("the request body must be a JSON object")
+    texts = body.get("input")
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise ValueError("'input' must be a string or a non-empty list of strings (no token ids)")
+    dim = body.get("dimensions") or EMBEDDING_DIM
+    if not isinstance(dim, int) or not 1 <= dim <= 4096:
+        raise ValueError("'dimensions' must be an integer between 1 and 4096")
+    if body.get("encoding_format") not in (None, "float", "base64"):
+        raise ValueError("'encoding_format' must be 'float' or 'base64'")
+    return texts, dim
+
+
+def _embed(text: str, dim: int, encoding: str | None) -> list[float] | str:
+    """A unit vector drawn from a generator seeded by the text's hash (as floats or base64 float32)."""
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    vector = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    vector /= np.linalg.norm(vector)
+    if encoding == "base64":
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode()
+    return vector.tolist()
 
 
 def _truncate(text: str, max_tokens: Any) -> tuple[str, str]:

@@ -1,4 +1,5 @@
-"""The offline proposer: an LLM backend that answers with real mutations instead of an LLM."""
+"""The offline proposer: an LLM backend that answers with real mutations instead of an LLM (and
+with a mechanical report to an analysis prompt, and no score to a judge prompt)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ import time
 
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import Completion, LLMError
+from evoforge.infra.offline.analysis import offline_analysis
 from evoforge.infra.offline.answer import render_answer
+from evoforge.infra.offline.judge import offline_judge_answer
 from evoforge.infra.offline.mutate import mutate_program
 from evoforge.infra.offline.reflection import reflection_answer
 from evoforge.infra.prompt_format import (
     PROGRAM_HEADER,
     extract_program,
+    is_analysis_prompt,
+    is_judge_prompt,
     is_reflection_prompt,
     requested_format,
 )
@@ -42,19 +47,22 @@ class OfflineBackend:
     async def complete(
         self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int
     ) -> Completion:
-        """One mutation of the program in the last user message, written as an LLM answer.
+        """One mutation of the program in the last user message, written as an LLM answer (an
+        analysis prompt gets the offline analyzer's report, a judge prompt an answer with no score).
 
         ``temperature`` and ``max_tokens`` are part of the interface and have no effect here.
         """
         started = time.perf_counter()
         prompt = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
+        if is_analysis_prompt(prompt):
+            return self._completion(offline_analysis(prompt), started)
+        if is_judge_prompt(prompt):
+            return self._completion(offline_judge_answer(), started)
         program = extract_program(prompt)
         if program is None:
             raise LLMError(f"offline proposer: the prompt carries no '{PROGRAM_HEADER}' section")
         if is_reflection_prompt(prompt):  # no judgement without an LLM: rebase onto the best
-            text = reflection_answer(prompt, "patch", self._rng, PREFACE)
-            return Completion(text=text, model=self.model, backend=self.name, tokens_in=0,
-                              tokens_out=0, seconds=time.perf_counter() - started)
+            return self._completion(reflection_answer(prompt, "patch", self._rng, PREFACE), started)
         try:
             mutation = mutate_program(program, self._rng, max_edits=self._max_edits)
         except EditError as exc:
@@ -62,14 +70,12 @@ class OfflineBackend:
         text = render_answer(
             program, mutation, requested_format(prompt), f"{PREFACE}: {mutation.description}"
         )
-        return Completion(
-            text=text,
-            model=self.model,
-            backend=self.name,
-            tokens_in=0,
-            tokens_out=0,
-            seconds=time.perf_counter() - started,
-        )
+        return self._completion(text, started)
+
+    def _completion(self, text: str, started: float) -> Completion:
+        """``text`` as this backend's answer: no tokens, the seconds since ``started``."""
+        return Completion(text=text, model=self.model, backend=self.name, tokens_in=0,
+                          tokens_out=0, seconds=time.perf_counter() - started)
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -1,0 +1,22 @@
+"""Choose the embedding backend the config names; the lexical fallback only when asked for."""
+
+from __future__ import annotations
+
+from evoforge.cognition.embedder import Embedder
+from evoforge.cognition.lexical import LexicalEmbedder
+from evoforge.cognition.minilm import MiniLMEmbedder
+from evoforge.cognition.openai_embedder import OpenAIEmbedder
+from evoforge.infra.config import CognitionConfig
+
+
+def make_embedder(cfg: CognitionConfig) -> Embedder:
+    """The embedder for ``cfg.embedding``; minilm without its extra is a CognitionError, never a fallback.
+
+    >>> make_embedder(CognitionConfig(embedding="lexical")).name
+    'lexical fallback (hashed word and character trigrams, no model)'
+    """
+    if cfg.embedding == "minilm":
+        return MiniLMEmbedder(cfg.embedding_model)
+    if cfg.embedding == "openai":
+        return OpenAIEmbedder(base_url=cfg.embedding_base_url, model=cfg.embedding_model)
+    return LexicalEmbedder()

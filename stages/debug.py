@@ -1,0 +1,175 @@
+"""Debug: an LLM repair of a candidate whose evaluation crashed, before it is marked failed.
+
+The debug stage plug-in (ASI-Evolve's engineer debug loop), spliced in behind the engineer. A
+candidate that crashed (`classify_failure`: an exception raised in its own code, a fatal signal,
+an exit without a result; not a timeout, not an invalid result) and has fewer than
+`guard.repair_attempts` recorded tries is shown to the LLM with its error, traceback tail and
+program; the fix (SEARCH/REPLACE blocks, answered like a research prompt) goes back to the
+engineer as a fresh proposal, the failed try kept in `node.attempts`. Everything else passes
+through unchanged; an unusable fix or a failed call keeps the candidate failed, both reasons in
+its error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from pathlib import PurePath
+
+from evoforge.evaluators.task import EVALUATOR, Task
+from evoforge.infra.config import RunConfig
+from evoforge.infra.edits import apply_answer, parse_answer
+from evoforge.infra.evolve_block import EditError
+from evoforge.infra.llm.types import LLMError
+from evoforge.infra.nodes import FAILED, PROPOSED, Node
+from evoforge.infra.prompt_format import render_program_section
+from evoforge.stages.context import StageContext
+from evoforge.stages.guardrails import GUARD, QUICK_TEST_PREFIX
+from evoforge.stages.item import Item
+from evoforge.stages.prompts import DIFF_RULES, SYSTEM
+from evoforge.stages.research import unified_diff
+from evoforge.stages.stage import Stage, StageResult, WorkerBounds
+
+CRASH, TIMEOUT, INVALID, NOT_FAILED = "crash", "timeout", "invalid", "not_failed"
+
+_ENGINEER = "engineer"
+_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+', re.MULTILINE)
+_CASE_PREFIX = re.compile(r"^case \S+ failed: ")
+_TIME_LIMITS = ("timed out", "killed by SIGXCPU")  # the wall-clock or the CPU-time limit
+_DEATHS = ("killed by", "exited with code")  # a signal, or an exit before the result was written
+_ERROR_CHARS, _TRACEBACK_CHARS, _OUTPUT_CHARS = 2000, 4000, 2000
+
+
+def classify_failure(node: Node, program_name: str) -> str:
+    """What ended the node's evaluation: CRASH, TIMEOUT, INVALID, or NOT_FAILED (no failed run).
+
+    A crash is an exception whose innermost frame in the task folder is in the program (not in
+    evaluator.py, which raising means it judged the result invalid), a signal other than the
+    CPU-time limit's, or an exit without a result. Static-check failures, rejections, internal
+    errors and failed LLM calls ran no evaluation and are NOT_FAILED.
+    """
+    if node.status != FAILED or not node.was_evaluated or node.failed_stage not in (_ENGINEER, GUARD):
+        return NOT_FAILED
+    error = _CASE_PREFIX.sub("", (node.error or "").removeprefix(QUICK_TEST_PREFIX), count=1)
+    if error.startswith(_TIME_LIMITS):
+        return TIMEOUT
+    if error.startswith(_DEATHS):
+        return CRASH
+    return CRASH if _raised_in_program(node.artifacts.get("traceback", ""), program_name) else INVALID
+
+
+def _raised_in_program(traceback: str, program_name: str) -> bool:
+    for path in reversed(_FRAME.findall(traceback)):
+        name = PurePath(path).name
+        if name == program_name:
+            return True
+        if name == EVALUATOR:
+            return False
+    return False
+
+
+def attempt_record(node: Node) -> dict[str, str]:
+    """One entry of `node.attempts`: the failed try's error, code hash, seconds and output tails."""
+    earlier = sum(float(a.get("eval_s", 0.0)) for a in node.attempts)
+    return {
+        "error": (node.error or "")[:_ERROR_CHARS],
+        "code_sha": hashlib.sha256(node.code.encode("utf-8")).hexdigest()[:16],
+        "eval_s": f"{max(node.eval_s - earlier, 0.0):.3f}",
+        "traceback": node.artifacts.get("traceback", "")[-_TRACEBACK_CHARS:],
+        "stdout_tail": node.artifacts.get("stdout_tail", "")[-_OUTPUT_CHARS:],
+        "stderr_tail": node.artifacts.get("stderr_tail", "")[-_OUTPUT_CHARS:],
+    }
+
+
+def repair_messages(task: Task, node: Node) -> list[dict[str, str]]:
+    """The prompt: the task, the crash with its traceback tail, the program, the diff rules."""
+    goal = "maximize" if task.direction == "maximize" else "minimize"
+    parts = [
+        f"# Task: {task.name}",
+        task.description.strip() or "Improve the program.",
+        f"Objective: {goal} the metric `{task.objective}`.",
+        "## Repair a crashed candidate",
+        "The program below crashed during its evaluation. Fix the cause of the crash with the "
+        "smallest change that keeps the candidate's idea, inside the EVOLVE block only.",
+        f"The candidate's idea: {node.motivation.strip()[:600] or 'n/a'}",
+        f"Error:\n```text\n{(node.error or 'no error message')[:_ERROR_CHARS]}\n```",
+    ]
+    for label, key, size in (("Traceback (last lines)", "traceback", _TRACEBACK_CHARS),
+                             ("Standard error (last lines)", "stderr_tail", _OUTPUT_CHARS)):
+        text = node.artifacts.get(key, "").strip()
+        if text:
+            parts.append(f"{label}:\n```text\n{text[-size:]}\n```")
+    parts.append(render_program_section(node.code))
+    parts.append(DIFF_RULES)
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+
+
+class Debug(Stage):
+    """Repairs crashed candidates with the LLM, up to `guard.repair_attempts` times each."""
+
+    name = "debug"
+    after = "engineer"
+    checkpoint = True  # a repaired candidate is persisted as a proposal before it is re-evaluated
+    task_run_name = "debug-{label}"
+
+    def enabled(self, cfg: RunConfig) -> bool:
+        return cfg.guard.repair_attempts > 0
+
+    def skips(self, item: Item, ctx: StageContext) -> bool:
+        node = item.node
+        return (node is None or classify_failure(node, ctx.task.program_name) != CRASH
+                or len(node.attempts) >= ctx.config.guard.repair_attempts)
+
+    def workers(self, cfg: RunConfig) -> WorkerBounds:
+        return WorkerBounds.configured(cfg.engine.workers.engineer, cfg, cfg.adaptive.max_engineer)
+
+    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+        return await debug(item, ctx)
+
+
+async def debug(item: Item, ctx: StageContext) -> StageResult:
+    """Send a crashed candidate back to the engineer repaired, or pass the item on unchanged."""
+    assert item.node is not None
+    crashed = item.node
+    if (classify_failure(crashed, ctx.task.program_name) != CRASH
+            or len(crashed.attempts) >= ctx.config.guard.repair_attempts):
+        return StageResult(crashed)
+    node = crashed.copy()
+    attempt = attempt_record(crashed)
+    node.attempts.append(attempt)
+    start = time.perf_counter()
+    try:
+        completion = await ctx.llm.complete(repair_messages(ctx.task, crashed),
+                                            temperature=ctx.config.llm.temperature,
+                                            max_tokens=ctx.config.llm.max_tokens)
+    except LLMError as exc:
+        node.llm_s += time.perf_counter() - start
+        return _unrepaired(node, attempt, f"LLM call failed: {exc}")
+    node.llm_s += completion.seconds
+    node.tokens_in += completion.tokens_in
+    node.tokens_out += completion.tokens_out
+    try:
+        parsed = parse_answer(completion.text)
+        code = apply_answer(crashed.code, parsed)
+    except EditError as exc:
+        return _unrepaired(node, attempt, f"unusable answer: {exc}")
+    attempt["repair"] = parsed.motivation.strip()[:500]
+    _reset(node, code, unified_diff(item.parent.code, code))
+    return StageResult(node, to=_ENGINEER)
+
+
+def _unrepaired(node: Node, attempt: dict[str, str], reason: str) -> StageResult:
+    """The node stays failed, with the repair's failure after the crash's reason."""
+    attempt["repair"] = f"failed: {reason}"
+    node.error = f"{node.error}; repair failed: {reason}"
+    return StageResult(node)
+
+
+def _reset(node: Node, code: str, diff: str) -> None:
+    """Make the node a fresh proposal of `code`; its costs (LLM, evaluation seconds) stay."""
+    node.code, node.diff, node.status = code, diff, PROPOSED
+    node.error = node.failed_stage = node.evaluated_at = None
+    node.score_pilot = node.score_full = node.score_final = node.score_partial = None
+    node.speculative_at, node.cases_done = None, 0
+    node.metrics, node.case_scores, node.artifacts = {}, {}, {}

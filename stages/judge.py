@@ -1,0 +1,111 @@
+"""Judge: an optional LLM judge that scores a fully evaluated candidate's code for quality and
+promise, in [0, 1], kept apart from the task score (`node.judge_score`).
+
+The judge stage plug-in, on when `judge.weight > 0`. The pool blends the judge score into the
+selection fitness (stages/pool.py says how it is normalised); the raw task score stays in
+`score_full`. Without an LLM there is no judgement: the offline backend answers with no score and
+the node keeps `judge_score = None`. Every outcome is noted in `node.artifacts["judge"]`.
+
+It is spliced in behind the engineer, like the Analyzer: whichever of the two the run lists later
+runs first, and it works with the Analyzer on or off (a splice behind a stage the run leaves out
+would not start).
+"""
+
+from __future__ import annotations
+
+import time
+
+from evoforge.evaluators.task import Task
+from evoforge.infra.config import RunConfig
+from evoforge.infra.evolve_block import EditError, split_program
+from evoforge.infra.llm.types import LLMError
+from evoforge.infra.nodes import EVALUATED, Node
+from evoforge.infra.prompt_format import JUDGE_MARKER, parse_judge_score
+from evoforge.stages.authorship import OFFLINE, answer_author, answer_kind
+from evoforge.stages.context import StageContext
+from evoforge.stages.item import Item
+from evoforge.stages.stage import Stage, StageResult, WorkerBounds
+
+JUDGE_NOTE = "judge"  # node.artifacts key: the judge's score and who gave it, or why there is none
+
+SYSTEM = (
+    "You are an expert reviewer of programs evolved by an automated search. You judge code "
+    "quality and how promising a program is as a starting point for further improvement."
+)
+_MAX_BLOCK_CHARS = 12000
+
+
+class Judge(Stage):
+    """Scores fully evaluated candidates with the LLM (`judge.weight > 0`)."""
+
+    name = "judge"
+    after = "engineer"
+    task_run_name = "judge-{label}"
+
+    def enabled(self, cfg: RunConfig) -> bool:
+        return cfg.judge.weight > 0
+
+    def workers(self, cfg: RunConfig) -> WorkerBounds:
+        return WorkerBounds.configured(cfg.engine.workers.engineer, cfg, cfg.adaptive.max_engineer)
+
+    def skips(self, item: Item, ctx: StageContext) -> bool:
+        return item.node is None or item.node.status != EVALUATED or item.node.score_full is None
+
+    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+        return await judge(item, ctx)
+
+
+def judge_messages(node: Node, task: Task) -> list[dict[str, str]]:
+    """The prompt: the candidate's EVOLVE block, its score and metrics, and the one-line answer form."""
+    try:
+        block = split_program(node.code).block
+    except EditError:
+        block = node.code
+    if len(block) > _MAX_BLOCK_CHARS:
+        block = block[:_MAX_BLOCK_CHARS] + "\n# [... cut]"
+    metrics = ", ".join(f"{k}={v:.6g}" for k, v in sorted(node.metrics.items())[:20]) or "none"
+    score = "none" if node.score_full is None else f"{node.score_full:.6g}"
+    prompt = "\n".join([
+        f"# Judging candidate {node.id} for task {task.name}",
+        f"Objective: {task.objective} ({task.direction}); the candidate's score: {score}",
+        f"Metrics: {metrics}",
+        "## Candidate program (its EVOLVE block)",
+        f"```python\n{block.rstrip()}\n```",
+        f"{JUDGE_MARKER} rate this code's quality and its promise as a starting point for further "
+        f"improvement, from 0 (poor) to 10 (excellent): judge the code, not only its score. Give at "
+        f"most two sentences of reasons, then one line `Score: N/10`.",
+    ])
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+
+
+async def judge(item: Item, ctx: StageContext) -> StageResult:
+    """Ask the LLM for the candidate's judge score; a copy of its node comes back with the score
+    (or None), a note saying who gave it, and the call's cost."""
+    assert item.node is not None
+    if item.node.status != EVALUATED or item.node.score_full is None:
+        return StageResult(item.node)  # only fully evaluated candidates are judged
+    node = item.node.copy(judge_score=None)
+    start = time.perf_counter()
+    try:
+        completion = await ctx.llm.complete(judge_messages(node, ctx.task),
+                                            temperature=ctx.config.llm.temperature,
+                                            max_tokens=ctx.config.llm.max_tokens)
+    except LLMError as exc:
+        node.llm_s += time.perf_counter() - start
+        node.artifacts[JUDGE_NOTE] = f"no score: the judge call failed ({exc})"
+        return StageResult(node)
+    node.llm_s += completion.seconds
+    node.tokens_in += completion.tokens_in
+    node.tokens_out += completion.tokens_out
+    score = parse_judge_score(completion.text)
+    author = answer_author(completion, "judge")
+    if score is not None:
+        node.judge_score = score
+        node.artifacts[JUDGE_NOTE] = f"{score * 10:.3g}/10 by {author}"
+    elif answer_kind(completion) == OFFLINE:
+        node.artifacts[JUDGE_NOTE] = "no score: the offline backend has no judgement of code quality"
+    else:
+        answer = " ".join(completion.text.split())[:200]
+        node.artifacts[JUDGE_NOTE] = (f"no score: no usable `Score: N/10` line in the answer of "
+                                      f"{author}: {answer!r}")
+    return StageResult(node)
