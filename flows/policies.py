@@ -88,13 +88,16 @@ class AsyncPolicy(Policy):
 
 @dataclass
 class BarrierPolicy(Policy):
-    """Generations with a barrier after the design stage and after the commit (sync mode)."""
+    """Generations in lockstep (sync mode): the whole generation passes each design stage before
+    any item goes on, released in the order the items were issued, and the next generation
+    starts when the commit has the last item of this one. Lockstep keeps a seeded run
+    reproducible even when a stage finishes its items in a varying order."""
 
     generation: int = 0
     size: int = 0  # items in the current generation
     issued: int = 0
-    left_entry: int = 0
-    held: list[tuple[Item, str]] = field(default_factory=list)
+    left: dict[str, int] = field(default_factory=dict)  # per design stage: items through it
+    held: dict[str, list[tuple[Item, str]]] = field(default_factory=dict)
 
     def may_issue(self, engine: Engine) -> bool:
         if self.issued < self.size:
@@ -105,26 +108,29 @@ class BarrierPolicy(Policy):
         if width <= 0:
             return False
         self.generation += 1
-        self.size, self.issued, self.left_entry = width, 0, 0
+        self.size, self.issued, self.left, self.held = width, 0, {}, {}
         return True
 
     def on_issued(self, engine: Engine) -> None:
         self.issued += 1
 
     def hold(self, engine: Engine, stage: str, item: Item, dest: str) -> bool:
-        design_stages = {p.name for p in engine.design_path}
-        if stage not in design_stages or (stage != engine.design.name and dest != COMMIT):
-            return False  # not leaving the design stages
-        held = dest != COMMIT
-        if held:
-            self.held.append((item, dest))
-        self.left_entry += 1
-        if self.left_entry >= self.size:  # the whole generation is through: release it
-            released, self.held = self.held, []
-            for waiting, to in released:
-                engine.send(waiting, to, from_stage=None)
-        return held
+        names = [p.name for p in engine.design_path]
+        if stage not in names:
+            return False
+        # an item that ends its trip in a design stage leaves every later one too
+        for passed in names[names.index(stage):] if dest == COMMIT else [stage]:
+            self.left[passed] = self.left.get(passed, 0) + 1
+        if dest != COMMIT:
+            self.held.setdefault(stage, []).append((item, dest))
+        for name in names:  # release every stage the whole generation has passed
+            if self.left.get(name, 0) >= self.size and self.held.get(name):
+                order = list(engine.in_flight.values())
+                released = sorted(self.held.pop(name), key=lambda held: order.index(held[0]))
+                for waiting, to in released:
+                    engine.send(waiting, to, from_stage=None)
+        return dest != COMMIT
 
     def gauges(self, engine: Engine) -> dict[str, Any]:
-        phase = "research" if self.left_entry < self.size else "evaluate"
+        phase = "research" if self.left.get(engine.design.name, 0) < self.size else "evaluate"
         return {"generation": self.generation, "phase": phase}
