@@ -36,7 +36,8 @@ class Analyze(Stage):
         return cfg.analyze.enabled
 
     def workers(self, cfg: RunConfig) -> WorkerBounds:
-        return WorkerBounds.configured(cfg.engine.workers.engineer, cfg, cfg.adaptive.max_engineer)
+        # an LLM stage: as many calls at once as research may make (the server queues the rest)
+        return WorkerBounds.configured(cfg.engine.workers.research, cfg, cfg.adaptive.max_research)
 
     def skips(self, item: Item, ctx: StageContext) -> bool:
         return item.node is None or not item.node.was_evaluated

@@ -122,7 +122,8 @@ class Debug(Stage):
                 or len(node.attempts) >= ctx.config.guard.repair_attempts)
 
     def workers(self, cfg: RunConfig) -> WorkerBounds:
-        return WorkerBounds.configured(cfg.engine.workers.engineer, cfg, cfg.adaptive.max_engineer)
+        # an LLM stage: as many calls at once as research may make (the server queues the rest)
+        return WorkerBounds.configured(cfg.engine.workers.research, cfg, cfg.adaptive.max_research)
 
     async def run(self, item: Item, ctx: StageContext) -> StageResult:
         return await debug(item, ctx)

@@ -46,7 +46,8 @@ class Judge(Stage):
         return cfg.judge.weight > 0
 
     def workers(self, cfg: RunConfig) -> WorkerBounds:
-        return WorkerBounds.configured(cfg.engine.workers.engineer, cfg, cfg.adaptive.max_engineer)
+        # an LLM stage: as many calls at once as research may make (the server queues the rest)
+        return WorkerBounds.configured(cfg.engine.workers.research, cfg, cfg.adaptive.max_research)
 
     def skips(self, item: Item, ctx: StageContext) -> bool:
         return item.node is None or item.node.status != EVALUATED or item.node.score_full is None

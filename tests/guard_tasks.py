@@ -11,7 +11,6 @@ from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task, load_task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.evolve_block import split_program
-from evoforge.infra.llm.types import Completion, LLMError
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.stages.context import StageContext
@@ -24,6 +23,7 @@ from evoforge.stages.sample import make_sampler
 PROGRAM = '''"""A tiny task for the guardrail tests."""
 
 import math
+from tests.scripted_llm import Scripted
 
 
 # EVOLVE-BLOCK-START
@@ -92,24 +92,6 @@ class NoSandbox(EvaluationRunner):
     async def run(self, request: EvalRequest, release: Release | None) -> EvalReport:
         self.requests.append(request)
         raise AssertionError("the candidate reached the sandbox")
-
-
-class Scripted:
-    """A stand-in for an LLM: answers with a fixed text, or fails with an LLMError (text None)."""
-
-    name, model = "scripted", "scripted"
-
-    def __init__(self, text: str | None):
-        self.text, self.prompts = text, []
-
-    async def complete(self, messages, *, temperature, max_tokens):
-        self.prompts.append(messages[-1]["content"])
-        if self.text is None:
-            raise LLMError("HTTP 500 after 3 attempts")
-        return Completion(self.text, "scripted", "openai", 100, 20, 0.5)
-
-    async def close(self):
-        return None
 
 
 def make_ctx(task: Task, scratch: Path, llm=None, evaluations: EvaluationRunner | None = None,

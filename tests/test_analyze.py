@@ -13,7 +13,6 @@ from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import load_task
 from evoforge.infra.config import AnalyzeConfig, RunConfig
 from evoforge.infra.llm.openai_backend import OpenAIBackend
-from evoforge.infra.llm.types import Completion, LLMError
 from evoforge.infra.llm_sim.process import SimulatorProcess
 from evoforge.infra.llm_sim.server import SimConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, REJECTED, Node
@@ -33,6 +32,12 @@ from evoforge.stages.item import Item
 from evoforge.stages.pool import Pool
 from evoforge.stages.research import unified_diff
 from evoforge.stages.sample import make_sampler
+from tests.scripted_llm import Scripted as _Scripted
+
+
+def Scripted(text):  # noqa: N802 - the shared stand-in, with this file's model and cost
+    return _Scripted(text, "scripted-model")
+
 
 TASK = load_task("circle_packing")
 
@@ -52,24 +57,6 @@ A smaller ring leaves room for the outer circles.
 - Tightening the layout's inner ring frees room for the outer circles.
 - Numeric edits near the current value move the score only a little.
 """
-
-
-class Scripted:
-    """A stand-in for an LLM (none can run here): answers with a fixed text, or fails."""
-
-    name, model = "scripted", "scripted-model"
-
-    def __init__(self, text: str | None):
-        self.text, self.prompts = text, []
-
-    async def complete(self, messages, *, temperature, max_tokens):
-        self.prompts.append(messages[-1]["content"])
-        if self.text is None:
-            raise LLMError("HTTP 500 after 3 attempts")
-        return Completion(self.text, "scripted-model", "openai", 100, 20, 0.5)
-
-    async def close(self):
-        return None
 
 
 def _setup(backend, cfg: RunConfig | None = None, **node_fields) -> tuple[Item, StageContext]:

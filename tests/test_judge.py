@@ -16,7 +16,6 @@ from evoforge.evaluators.task import load_task
 from evoforge.flows.engine import build_routes
 from evoforge.infra.config import AnalyzeConfig, JudgeConfig, RunConfig
 from evoforge.infra.llm.openai_backend import OpenAIBackend
-from evoforge.infra.llm.types import Completion, LLMError
 from evoforge.infra.llm_sim.process import SimulatorProcess
 from evoforge.infra.llm_sim.server import SimConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
@@ -31,26 +30,14 @@ from evoforge.stages.pool import Pool
 from evoforge.stages.research import Research
 from evoforge.stages.sample import make_sampler
 from evoforge.stages.stage import COMMIT
+from tests.scripted_llm import Scripted as _Scripted
+
+
+def Scripted(text):  # noqa: N802 - the shared stand-in, with this file's model and cost
+    return _Scripted(text, "scripted-model", (50, 5), 0.25)
+
 
 TASK = load_task("circle_packing")
-
-
-class Scripted:
-    """A stand-in for an LLM (none can run here): answers with a fixed text, or fails."""
-
-    name, model = "scripted", "scripted-model"
-
-    def __init__(self, text: str | None):
-        self.text, self.prompts = text, []
-
-    async def complete(self, messages, *, temperature, max_tokens):
-        self.prompts.append(messages[-1]["content"])
-        if self.text is None:
-            raise LLMError("HTTP 500 after 3 attempts")
-        return Completion(self.text, "scripted-model", "openai", 50, 5, 0.25)
-
-    async def close(self):
-        return None
 
 
 def _setup(backend, **node_fields) -> tuple[Item, StageContext]:

@@ -11,7 +11,6 @@ from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import load_task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import SearchReplace, render_diff
-from evoforge.infra.llm.types import Completion, LLMError
 from evoforge.infra.nodes import EVALUATED, STALE, Node
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.stages.context import StageContext
@@ -22,26 +21,9 @@ from evoforge.stages.reflect import reflect
 from evoforge.stages.research import unified_diff
 from evoforge.stages.sample import make_sampler
 from evoforge.stages.stage import COMMIT
+from tests.scripted_llm import Scripted
 
 TASK = load_task("circle_packing")
-
-
-class Scripted:
-    """A stand-in for an LLM (none can run here): answers with a fixed text, or fails."""
-
-    name, model = "scripted", "scripted"
-
-    def __init__(self, text: str | None):
-        self.text, self.prompts = text, []
-
-    async def complete(self, messages, *, temperature, max_tokens):
-        self.prompts.append(messages[-1]["content"])
-        if self.text is None:
-            raise LLMError("HTTP 500 after 3 attempts")
-        return Completion(self.text, "scripted", "openai", 100, 20, 0.5)
-
-    async def close(self):
-        return None
 
 
 def _setup(backend) -> tuple[Item, StageContext, Node]:
