@@ -23,7 +23,6 @@ from evoforge.stages.sample import make_sampler
 PROGRAM = '''"""A tiny task for the guardrail tests."""
 
 import math
-from tests.scripted_llm import Scripted
 
 
 # EVOLVE-BLOCK-START

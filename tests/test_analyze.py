@@ -270,4 +270,4 @@ def test_the_stage_declares_its_place_and_switch():
     stage = Analyze()
     assert stage.name == "analyze" and stage.after == "engineer" and stage.task_run_name == "analyze-{label}"
     assert stage.enabled(RunConfig()) and not stage.enabled(RunConfig(analyze=AnalyzeConfig(enabled=False)))
-    assert stage.workers(RunConfig()).initial == RunConfig().engine.workers.engineer
+    assert stage.workers(RunConfig()).initial == RunConfig().engine.workers.research  # an LLM stage

@@ -31,7 +31,8 @@ from evoforge.stages.engineer import Engineer
 from evoforge.stages.item import Item
 from evoforge.stages.research import Research
 from evoforge.stages.stage import COMMIT, StageResult
-from tests.guard_tasks import EVALUATOR, Scripted, candidate_item, engineered, make_ctx, make_task, with_block
+from tests.guard_tasks import EVALUATOR, candidate_item, engineered, make_ctx, make_task, with_block
+from tests.scripted_llm import Scripted
 
 RAISES = '''"""A program whose first version crashes."""
 
@@ -203,7 +204,8 @@ def test_the_stage_plugs_in_behind_the_engineer_when_repairs_are_on():
     assert Debug().enabled(cfg) and cfg.guard.repair_attempts == 1
     stages = [Research(), Engineer(), Debug()]
     assert build_routes(stages) == {"research": "engineer", "engineer": "debug", "debug": COMMIT}
-    assert Debug().task_run_name == "debug-{label}" and Debug().workers(cfg).initial == 2
+    assert Debug().task_run_name == "debug-{label}"
+    assert Debug().workers(cfg).initial == cfg.engine.workers.research  # an LLM stage
     cfg.guard.repair_attempts = 0
     assert not Debug().enabled(cfg)
 
