@@ -23,11 +23,16 @@ import os
 import resource
 import signal
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from evoforge.evaluators.cgroup_pids import PidsCgroup, pids_cgroup_parent, process_limit_mechanism
+
+# LanceDB (the cognition base) warns at every fork; a sandbox child execs a fresh Python at once
+# and never touches LanceDB's runtime, so the warning says nothing about it
+warnings.filterwarnings("ignore", message="lancedb fork support is experimental", category=RuntimeWarning)
 
 _PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
