@@ -46,9 +46,14 @@ _LABEL_MEANING = {
     DIVERSE: "a good program unlike the parent",
     RECENT: "a recent improvement on its own parent",
 }
-_USED_PREFIX = "Inspirations used:"
-_USED_RE = re.compile(r"^[ \t>*_`]*" + re.escape(_USED_PREFIX) + r"[ \t*_`]*([^\n]*)\n?",
+def _citation_line(prefix: str) -> re.Pattern[str]:
+    """A line `<prefix> …` of an answer, tolerating markdown emphasis; group 1 is the rest."""
+    return re.compile(r"^[ \t>*_`]*" + re.escape(prefix) + r"[ \t*_`]*([^\n]*)\n?",
                       re.IGNORECASE | re.MULTILINE)
+
+
+_USED_PREFIX = "Inspirations used:"
+_USED_RE = _citation_line(_USED_PREFIX)
 _USED_RULE = (
     f"After the motivation, add one line `{_USED_PREFIX} 1, 3` naming the numbers of the "
     f"inspirations your change draws on, or `{_USED_PREFIX} none`."
@@ -56,8 +61,7 @@ _USED_RULE = (
 
 
 _IDEAS_PREFIX = "Ideas used:"
-_IDEAS_RE = re.compile(r"^[ \t>*_`]*" + re.escape(_IDEAS_PREFIX) + r"[ \t*_`]*([^\n]*)\n?",
-                       re.IGNORECASE | re.MULTILINE)
+_IDEAS_RE = _citation_line(_IDEAS_PREFIX)
 _IDEAS_RULE = (
     f"Also add one line `{_IDEAS_PREFIX} K1, K3` naming the prior knowledge your change applies, "
     f"or `{_IDEAS_PREFIX} none`."
@@ -90,14 +94,20 @@ def _inspiration(shown: Inspiration | Node, index: int) -> str:
 
 def inspirations_used(answer: str, inspirations: Sequence[Inspiration | Node]) -> list[str]:
     """Node ids of the inspirations an answer says it used (its `Inspirations used:` line)."""
-    match = _USED_RE.search(answer)
+    return _cited(answer, _USED_RE, r"\d+", [n.id for n in inspirations])
+
+
+def _cited(answer: str, line: re.Pattern[str], number: str, shown_ids: Sequence[str]) -> list[str]:
+    """The ids of the shown items that the answer's citation line names by number (1-based),
+    once each, in the order named; numbers of items not shown are ignored."""
+    match = line.search(answer)
     if match is None:
         return []
     ids: list[str] = []
-    for number in re.findall(r"\d+", match.group(1)):
-        index = int(number) - 1
-        if 0 <= index < len(inspirations) and inspirations[index].id not in ids:
-            ids.append(inspirations[index].id)
+    for found in re.findall(number, match.group(1), re.IGNORECASE):
+        index = int(found) - 1
+        if 0 <= index < len(shown_ids) and shown_ids[index] not in ids:
+            ids.append(shown_ids[index])
     return ids
 
 
@@ -114,15 +124,7 @@ def _knowledge(shown: Knowledge, index: int) -> str:
 def ideas_used(answer: str, knowledge: Sequence[Knowledge]) -> list[str]:
     """Cognition ids of the prior knowledge an answer says it used (its `Ideas used:` line),
     cross-checked against the items it was shown."""
-    match = _IDEAS_RE.search(answer)
-    if match is None:
-        return []
-    ids: list[str] = []
-    for number in re.findall(r"K\s*(\d+)", match.group(1), re.IGNORECASE):
-        index = int(number) - 1
-        if 0 <= index < len(knowledge) and knowledge[index].id not in ids:
-            ids.append(knowledge[index].id)
-    return ids
+    return _cited(answer, _IDEAS_RE, r"K\s*(\d+)", [k.id for k in knowledge])
 
 
 def origin_of(used_ideas: Sequence[str], knowledge: Sequence[Knowledge],
