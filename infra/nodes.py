@@ -33,8 +33,11 @@ PROPOSED, SPECULATIVE, EVALUATED = Status.PROPOSED, Status.SPECULATIVE, Status.E
 FAILED, REJECTED, STALE = Status.FAILED, Status.REJECTED, Status.STALE
 PRUNED, ROLLED_BACK = Status.PRUNED, Status.ROLLED_BACK
 
-# Evaluation stages; each has its own score column, never one mixed column.
+# Evaluation stages; each has its own score column, never one mixed column. The node carries the
+# scores selection may use (pilot, full); held-out `final` scores live apart from nodes, in the
+# final report's own table (stages/final_scores.py), so no code that selects can read them.
 SCORE_STAGES = ("pilot", "full", "final")
+SELECTION_STAGES = ("pilot", "full")
 
 
 def new_node_id() -> str:
@@ -63,7 +66,6 @@ class Node:
     pool_version: int = 0
     score_pilot: float | None = None
     score_full: float | None = None
-    score_final: float | None = None
     score_partial: float | None = None  # on the validation prefix (speculative completion)
     metrics: dict[str, float] = field(default_factory=dict)
     case_scores: dict[str, float] = field(default_factory=dict)  # objective per validation case
@@ -73,6 +75,12 @@ class Node:
     lessons: list[str] = field(default_factory=list)  # generalisable lessons, offered to the cognition base
     cognition_ids: list[str] = field(default_factory=list)  # cognition items shown in its prompt
     ideas_used: list[str] = field(default_factory=list)  # of those, the ones its answer says it used
+    params: dict[str, Any] = field(default_factory=dict)  # knob values behind score_pilot (best trial)
+    score_default: float | None = None  # the structure with its declared defaults, at the search stage
+    trials_run: int = 0  # Optuna trials evaluated for this structure
+    saturation: dict[str, float] = field(default_factory=dict)  # first/second-half best, spread
+    hardcoded: list[str] = field(default_factory=list)  # values hard-coded that the space should own
+    promoted_round: int | None = None  # the promotion round that evaluated it at `full`
     judge_score: float | None = None  # the LLM judge's score in [0, 1], kept apart from the task score
     attempts: list[dict[str, str]] = field(default_factory=list)  # failed tries before a repair
     status: Status = Status.PROPOSED
@@ -89,7 +97,9 @@ class Node:
     evaluated_at: float | None = None
 
     def score(self, stage: str = "full") -> float | None:
-        """The score of one evaluation stage."""
+        """The score of one selection stage (pilot or full; final scores are not on nodes)."""
+        if stage not in SELECTION_STAGES:
+            raise ValueError(f"nodes carry {', '.join(SELECTION_STAGES)} scores, not {stage!r}")
         return getattr(self, f"score_{stage}")
 
     def to_row(self) -> dict[str, Any]:
@@ -100,7 +110,8 @@ class Node:
         so that the node the pool or another stage holds never changes under it."""
         fresh = replace(self, **changes)
         for name in ("inspiration_ids", "inspirations_used", "metrics", "case_scores", "artifacts",
-                     "lessons", "cognition_ids", "ideas_used", "attempts"):
+                     "lessons", "cognition_ids", "ideas_used", "attempts", "params", "saturation",
+                     "hardcoded"):
             if name not in changes:
                 setattr(fresh, name, copy.copy(getattr(self, name)))
         return fresh

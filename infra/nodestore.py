@@ -23,9 +23,12 @@ _SQL_TYPES = {
     "dict[str, float]": "VARCHAR",
     "dict[str, str]": "VARCHAR",
     "list[dict[str, str]]": "VARCHAR",
+    "dict[str, Any]": "VARCHAR",
+    "int | None": "BIGINT",
 }
 _EMPTY = {"inspiration_ids": list, "inspirations_used": list, "metrics": dict, "case_scores": dict,
-          "artifacts": dict, "lessons": list, "cognition_ids": list, "ideas_used": list, "attempts": list}
+          "artifacts": dict, "lessons": list, "cognition_ids": list, "ideas_used": list, "attempts": list,
+          "params": dict, "saturation": dict, "hardcoded": list}
 _JSON_FIELDS = set(_EMPTY)
 _COLUMNS = [f.name for f in fields(Node)]
 _NAMES = ", ".join(_COLUMNS)  # explicit: a migrated table has its newer columns last

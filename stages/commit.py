@@ -16,7 +16,7 @@ from typing import Any
 
 from evoforge.cognition.item import CognitionItem
 from evoforge.cognition.store import CognitionBase
-from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SCORE_STAGES, SPECULATIVE, Node
+from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SELECTION_STAGES, SPECULATIVE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.infra.tracking import Tracker
@@ -266,7 +266,7 @@ class Committer:
         }
         metrics.update(eval_s=node.eval_s, llm_s=node.llm_s, tokens_in=node.tokens_in,
                        tokens_out=node.tokens_out)
-        for stage in SCORE_STAGES:
+        for stage in SELECTION_STAGES:
             if node.score(stage) is not None:
                 metrics[f"score_{stage}"] = node.score(stage)
         params = {"node_id": node.id, "parent": node.parent_id or "", "island": node.island,

@@ -171,6 +171,6 @@ def _reset(node: Node, code: str, diff: str) -> None:
     """Make the node a fresh proposal of `code`; its costs (LLM, evaluation seconds) stay."""
     node.code, node.diff, node.status = code, diff, PROPOSED
     node.error = node.failed_stage = node.evaluated_at = None
-    node.score_pilot = node.score_full = node.score_final = node.score_partial = None
+    node.score_pilot = node.score_full = node.score_partial = None
     node.speculative_at, node.cases_done = None, 0
     node.metrics, node.case_scores, node.artifacts = {}, {}, {}
