@@ -134,11 +134,14 @@ class _CaseRun:
         self.artifacts: dict[str, str] = {}
         self.finished = False
         self.stop_asked = False
+        self.cpu_s: float | None = None  # the harness's CPU seconds, on its last line
 
     def on_line(self, record: dict) -> bool:
         """Handle one result line; False stops the run."""
         if record.get("done") is True:
             self.finished = True
+            cpu = record.get("cpu_s")
+            self.cpu_s = float(cpu) if isinstance(cpu, int | float) else None
             if record.get("error"):
                 self._fail(str(record["error"]), record.get("artifacts"))
             return True
@@ -196,6 +199,7 @@ class _CaseRun:
             stdout_tail=result.stdout_tail,
             stderr_tail=result.stderr_tail,
             process_limit=result.process_limit,
+            cpu_s=self.cpu_s,
         )
 
 

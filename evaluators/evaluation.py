@@ -7,15 +7,18 @@ wrote no result (timeout, signal, ``os._exit``), the evaluator raised, the objec
 missing or not finite, or the evaluator returned a non-empty ``error`` value (OpenEvolve style).
 ``quick_test_program`` runs the task's quick test (``task.yaml``: ``quick_test``) the same way,
 under its own short timeout: it passes unless the function raises, reports ``ok`` false or a
-non-empty ``error``, or the run dies. Example::
+non-empty ``error``, or the run dies. Both hand the stage (with its declared ``data_fraction``)
+and the candidate's parameter values (``params``, its knob values, written to ``PARAMS_FILE``
+for the harness) to the child; ``cpu_s`` is the CPU time the child reported. Example::
 
-    outcome = await evaluate_program(load_task("circle_packing"), code)
-    outcome.ok, outcome.score, outcome.error
+    outcome = await evaluate_program(load_task("circle_packing"), code, params={"C": 2.0})
+    outcome.ok, outcome.score, outcome.error, outcome.cpu_s
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import shutil
@@ -25,12 +28,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from evoforge.evaluators.sandbox import SandboxLimits, SandboxResult, run_sandboxed
 from evoforge.evaluators.task import EVALUATOR, Task
 
 HARNESS = Path(__file__).resolve().parent / "harness.py"
 COMPAT_DIR = Path(__file__).resolve().parent / "compat"
+PARAMS_FILE = ".evoforge-params.json"  # the parameter values, handed to the harness (which deletes it)
 
 
 @dataclass
@@ -47,6 +52,7 @@ class EvalOutcome:
     stdout_tail: str = ""
     stderr_tail: str = ""
     process_limit: str = field(default="none", repr=False)
+    cpu_s: float | None = None  # CPU seconds of the sandboxed child (and its children), as reported
 
 
 async def evaluate_program(
@@ -54,13 +60,15 @@ async def evaluate_program(
     code: str,
     *,
     stage: str = "full",
+    params: dict[str, Any] | None = None,
     limits: SandboxLimits | None = None,
     scratch_root: Path | None = None,
 ) -> EvalOutcome:
-    """Run ``task``'s evaluator on ``code`` in the sandbox and judge the result."""
+    """Run ``task``'s evaluator on ``code`` at ``stage`` with parameter values ``params``; judge it."""
     start = time.monotonic()
+    args, files = _settings_args(task, stage, params)
     result = await run_harness(
-        task, code, _harness_args(task, stage), limits=limits, scratch_root=scratch_root
+        task, code, args + _harness_args(task), limits=limits, scratch_root=scratch_root, files=files
     )
     return judge(task, result, time.monotonic() - start)
 
@@ -69,6 +77,8 @@ async def quick_test_program(
     task: Task,
     code: str,
     *,
+    stage: str = "full",
+    params: dict[str, Any] | None = None,
     limits: SandboxLimits | None = None,
     scratch_root: Path | None = None,
 ) -> EvalOutcome:
@@ -77,8 +87,9 @@ async def quick_test_program(
         raise ValueError(f"task '{task.name}' declares no quick test")
     quick = replace(limits or SandboxLimits(), timeout_s=task.quick_test.timeout_s, cpu_s=None)
     start = time.monotonic()
-    result = await run_harness(task, code, ["--function", task.quick_test.function], limits=quick,
-                               scratch_root=scratch_root)
+    args, files = _settings_args(task, stage, params)
+    result = await run_harness(task, code, [*args, "--function", task.quick_test.function],
+                               limits=quick, scratch_root=scratch_root, files=files)
     outcome = _outcome(result, time.monotonic() - start)
     outcome.error = _run_failure(result, result.payload or {})
     outcome.ok = outcome.error is None
@@ -132,10 +143,25 @@ def _prepare(task: Task, code: str, workdir: Path, files: dict[str, str]) -> Non
         (workdir / name).write_text(text, encoding="utf-8")
 
 
-def _harness_args(task: Task, stage: str) -> list[str]:
+def _settings_args(
+    task: Task, stage: str, params: dict[str, Any] | None
+) -> tuple[list[str], dict[str, str]]:
+    """Harness arguments and files carrying the stage, its data fraction and the parameter values."""
     args = ["--stage", stage]
+    fraction = next((s.data_fraction for s in task.stages if s.name == stage), None)
+    if fraction is not None:
+        args += ["--data-fraction", repr(fraction)]
+    if params is None:
+        return args, {}
+    return [*args, "--params-file", PARAMS_FILE], {PARAMS_FILE: json.dumps(params)}
+
+
+def _harness_args(task: Task) -> list[str]:
+    args = []
     if task.stage_aware:
         args.append("--stage-aware")
+    if task.params_aware:
+        args.append("--params-aware")
     if task.cascade:
         args += ["--cascade", "--thresholds", ",".join(repr(t) for t in task.cascade_thresholds)]
     return args
@@ -155,6 +181,7 @@ def _outcome(result: SandboxResult, seconds: float) -> EvalOutcome:
     """A not-yet-judged outcome carrying what the run reported."""
     payload = result.payload or {}
     stage = payload.get("cascade_stage")
+    cpu = payload.get("cpu_s")
     return EvalOutcome(
         ok=False,
         score=None,
@@ -166,6 +193,7 @@ def _outcome(result: SandboxResult, seconds: float) -> EvalOutcome:
         stdout_tail=result.stdout_tail,
         stderr_tail=result.stderr_tail,
         process_limit=result.process_limit,
+        cpu_s=float(cpu) if isinstance(cpu, int | float) and not isinstance(cpu, bool) else None,
     )
 
 

@@ -18,6 +18,14 @@ could run (evaluator.py fails to load, unknown case id).
 ``--function NAME`` runs a task's quick test instead: ``NAME(program_path)`` must return a dict;
 it passes unless it raises, its ``ok`` entry is false or its ``error`` entry is non-empty, and
 the report is the one ``evaluate`` gives (``{"ok": true, "metrics": ...}`` on a pass).
+
+Before evaluator.py is imported, the harness exports the evaluation's settings for the evaluator
+and the program (``evoforge_knobs.knob`` reads them): ``EVOFORGE_STAGE`` (``--stage``),
+``EVOFORGE_DATA_FRACTION`` (``--data-fraction``, when the stage declares one) and
+``EVOFORGE_PARAMS``, the JSON object of parameter values read from ``--params-file`` (deleted
+once read). ``--stage-aware`` and ``--params-aware`` pass ``stage=`` and ``params=`` to
+``evaluate``. Every report (and the stream's last line) carries ``cpu_s``, the CPU seconds
+(user + system) of this process and its waited-for children.
 """
 
 from __future__ import annotations
@@ -168,7 +176,9 @@ def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
             metrics, artifacts, stage = _cascade(module, args.program, thresholds)
             return {"ok": True, "metrics": metrics, "artifacts": artifacts, "cascade_stage": stage}
         where = "evaluate()"
-        kwargs = {"stage": args.stage} if args.stage_aware else {}
+        kwargs: dict[str, Any] = {"stage": args.stage} if args.stage_aware else {}
+        if args.params_aware:
+            kwargs["params"] = args.params
         metrics, artifacts = _split_result(_call(module.evaluate, args.program, **kwargs))
         return {"ok": True, "metrics": metrics, "artifacts": artifacts, "cascade_stage": None}
     except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate failures
@@ -251,7 +261,7 @@ def _stream_cases(args: argparse.Namespace, pipe: Any) -> None:
         if unknown:
             raise ResultError(f"does not list the requested case ids {unknown[:5]}")
     except BaseException as exc:  # noqa: BLE001 - reported, not raised
-        emit({"done": True, **_failure(exc, where)})
+        emit({"done": True, **_failure(exc, where), "cpu_s": _cpu_seconds()})
         return
     for case in order:
         try:
@@ -260,7 +270,31 @@ def _stream_cases(args: argparse.Namespace, pipe: Any) -> None:
             emit({"case": case, **_failure(exc, f"evaluate_case({case!r})")})
             break
         emit({"case": case, "metrics": metrics, "artifacts": artifacts})
-    emit({"done": True})
+    emit({"done": True, "cpu_s": _cpu_seconds()})
+
+
+def _export_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """Put the stage, its data fraction and the parameter values where the evaluator reads them."""
+    os.environ["EVOFORGE_STAGE"] = args.stage
+    if args.data_fraction is not None:
+        os.environ["EVOFORGE_DATA_FRACTION"] = repr(args.data_fraction)
+    if args.params_file:
+        with open(args.params_file, encoding="utf-8") as handle:
+            text = handle.read()
+        os.remove(args.params_file)
+        params = json.loads(text)
+        if not isinstance(params, dict):
+            raise ValueError(f"{args.params_file} must hold a JSON object of parameter values")
+        os.environ["EVOFORGE_PARAMS"] = text
+        return params
+    return {}
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its children that were waited for."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -272,12 +306,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--program", required=True)
     parser.add_argument("--stage", default="full")
     parser.add_argument("--stage-aware", action="store_true")
+    parser.add_argument("--data-fraction", type=float)
+    parser.add_argument("--params-file", help="a JSON object of parameter values (deleted once read)")
+    parser.add_argument("--params-aware", action="store_true")
     parser.add_argument("--cascade", action="store_true")
     parser.add_argument("--thresholds", default="")
     parser.add_argument("--list-cases", action="store_true")
     parser.add_argument("--cases-file")
     parser.add_argument("--function", help="run this quick-test function instead of evaluate()")
     args = parser.parse_args(argv)
+    args.params = _export_settings(args)  # the host wrote them: a failure is evoforge's bug
     fd = int(os.environ.pop("EVOFORGE_RESULT_FD"))
     os.set_inheritable(fd, False)
     with os.fdopen(fd, "wb") as pipe:
@@ -288,6 +326,7 @@ def main(argv: list[str] | None = None) -> None:
                 report = _list_cases(args)
             else:
                 report = _quick_test(args) if args.function else _evaluate(args)
+            report["cpu_s"] = _cpu_seconds()
             pipe.write(json.dumps(report, default=str).encode("utf-8"))
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):

@@ -96,6 +96,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
+    from evoforge.flows.commands import stage_note
     from evoforge.flows.evolve import run_prepared
     from evoforge.flows.prepare import RunRequest, prepare
     from evoforge.infra.config import load_config
@@ -117,7 +118,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     print(f"[evoforge] {final['state']}: {final.get('stop_reason') or 'stopped'}; "
           f"{final['evaluations']} evaluations, {final['nodes_evaluated']} accepted, "
           f"{final['candidates_per_min']} candidates/min", file=sys.stderr)
-    print(f"best score {final['best_score']} (node {final['best_node']})")
+    print(f"best score {final['best_score']} (node {final['best_node']}{stage_note(final)})")
     print(f"best program {final['best_program']}")
     return INTERRUPTED if final["state"] == "interrupted" else 0
 

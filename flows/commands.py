@@ -34,6 +34,13 @@ def load_status(run_dir: Path) -> dict[str, Any]:
     return status
 
 
+def stage_note(status: dict[str, Any]) -> str:
+    """", <stage> stage" for a staged run's best score, nothing for a plain task."""
+    if status.get("search_stage", "full") == "full" or not status.get("best_stage"):
+        return ""
+    return f", {status['best_stage']} stage"
+
+
 def status_text(status: dict[str, Any]) -> str:
     best = status.get("best_score")
     lines = [
@@ -42,7 +49,8 @@ def status_text(status: dict[str, Any]) -> str:
         f"evaluations   {status['evaluations']} / {status.get('max_evals')}"
         f"  ({status['nodes_evaluated']} accepted, {_failed_evaluations(status)} failed"
         f"{_pruned(status)}; {_rejected(status)} rejected before evaluation)",
-        f"best          {best if best is not None else '-'}  (node {status.get('best_node')})",
+        f"best          {best if best is not None else '-'}  (node {status.get('best_node')}"
+        f"{stage_note(status)})",
         f"rate          {status['candidates_per_min']} candidates/min over {status['wall_s']:.1f} s",
         f"tokens        {status['tokens_in']} in, {status['tokens_out']} out",
     ]
@@ -92,7 +100,8 @@ def cmd_best(run_dir: Path, output: Path | None) -> int:
     else:
         output.write_text(code)
         print(f"wrote {output}")
-    print(f"best score {status.get('best_score')} (node {status.get('best_node')})", file=sys.stderr)
+    print(f"best score {status.get('best_score')} (node {status.get('best_node')}{stage_note(status)})",
+          file=sys.stderr)
     return 0
 
 

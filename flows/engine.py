@@ -42,7 +42,7 @@ from evoforge.stages.stage import COMMIT, Stage, StageResult
 
 log = logging.getLogger("evoforge.engine")
 
-_CHECKPOINT, _FINAL, _RELEASE = "checkpoint", "final", "release"
+_CHECKPOINT, _FINAL, _RELEASE, _CALL = "checkpoint", "final", "release", "call"
 
 
 class EngineFailure(RuntimeError):
@@ -257,8 +257,21 @@ class Engine:
             self.pools[dest].queue.append(item)
         self._wake()
 
-    def _to_commit(self, kind: str, item: Item, snapshot: Node | None = None) -> None:
+    def _to_commit(self, kind: str, item: Any, snapshot: Node | None = None) -> None:
         self.commit_q.put_nowait((kind, item, snapshot, time.perf_counter()))
+
+    async def in_commit(self, apply: Callable[[], Any]) -> Any:
+        """Run `apply` on the commit coroutine, in order with the results queued before it (a
+        round job's decision reaching the single writer); returns what it returned."""
+        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._to_commit(_CALL, (apply, done))
+        return await done
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> bool:
+        """Wait until `predicate` holds (checked whenever the engine changes); False when the
+        run is stopping first."""
+        await self._until(lambda: self._stopping() or predicate())
+        return not self._stopping()
 
     def _release(self, item: Item, snapshot: Node) -> None:
         """Called by the engineer mid-evaluation: the item's node enters the pool now."""
@@ -338,8 +351,18 @@ class Engine:
             await self._apply(*entry)
         self.committer.flush()
 
-    async def _apply(self, kind: str, item: Item, snapshot: Node | None, queued_at: float) -> None:
+    async def _apply(self, kind: str, item: Any, snapshot: Node | None, queued_at: float) -> None:
         self.commit_wait_s += time.perf_counter() - queued_at
+        if kind == _CALL:
+            apply, done = item
+            try:
+                result = apply()
+            except BaseException as exc:  # the caller's await raises it (and fails the run)
+                done.set_exception(exc)
+            else:
+                done.set_result(result)
+            await self._notify()
+            return
         if kind == _CHECKPOINT:
             self.committer.record_proposal(item)
             return

@@ -1,4 +1,5 @@
-"""Evaluations as Prefect task runs `evaluate-<node>`, on the flow's event loop or its task runner.
+"""Evaluations as Prefect task runs (`evaluate-<node>`, `trial-<node>-<k>`, `promote-<node>`,
+`final-<node>`), on the flow's event loop or its task runner.
 
 Each evaluation job (stages/evaluation_job.py) carries only snapshots, so where it runs is a
 choice of `engine.executor`:
@@ -28,11 +29,16 @@ from evoforge.flows.stage_calls import TASK_OPTIONS
 from evoforge.stages.evaluation_job import EvalReport, EvalRequest, EvaluationRunner, Release, run_evaluation
 
 
-@task(name="evaluate", task_run_name="evaluate-{node_id}", **TASK_OPTIONS)
-async def evaluate_task(node_id: str, request: EvalRequest, release: Release | None,
+@task(name="evaluate", task_run_name="{name}", **TASK_OPTIONS)
+async def evaluate_task(name: str, request: EvalRequest, release: Release | None,
                         abort: threading.Event) -> EvalReport:
     """One sandboxed evaluation (on a task-runner thread: its own event loop)."""
     return await run_evaluation(request, release, abort)
+
+
+def run_name(request: EvalRequest) -> str:
+    """The task run's name: the request's own (trial-…, promote-…, final-…) or evaluate-<node>."""
+    return request.name or f"evaluate-{request.node_id}"
 
 
 async def resolve(future: PrefectFuture[Any]) -> Any:
@@ -56,14 +62,16 @@ class TaskEvaluations(EvaluationRunner):
         self._aborts.add(abort)
         try:
             if not self.submit:
-                return await evaluate_task(request.node_id, opaque(request), opaque(release), opaque(abort))
+                return await evaluate_task(run_name(request), opaque(request), opaque(release),
+                                           opaque(abort))
             loop = asyncio.get_running_loop()
             on_loop = None
             if release is not None:
                 def on_loop(partial: float, prefix: dict[str, float]) -> None:
                     loop.call_soon_threadsafe(release, partial, prefix)
 
-            future = evaluate_task.submit(request.node_id, opaque(request), opaque(on_loop), opaque(abort))
+            future = evaluate_task.submit(run_name(request), opaque(request), opaque(on_loop),
+                                          opaque(abort))
             return await resolve(future)
         except asyncio.CancelledError:
             abort.set()  # the job's thread kills its sandbox

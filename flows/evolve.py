@@ -23,11 +23,15 @@ from evoforge.flows.evaluation_tasks import TaskEvaluations
 from evoforge.flows.policies import AsyncPolicy, BarrierPolicy
 from evoforge.flows.prepare import Prepared, RunRequest, hand_over, take_over
 from evoforge.flows.progress import tick
+from evoforge.flows.promotion import LiveRun, live_runs
 from evoforge.flows.runlog import attach_run_log, detach_run_log
 from evoforge.flows.session import Session, open_session
 from evoforge.flows.stage_calls import StageCalls
+from evoforge.flows.staged_run import finish_staged, round_jobs
 from evoforge.infra.nodes import EVALUATED
 from evoforge.stages.engineer import Engineer
+from evoforge.stages.evaluation_slots import SlottedEvaluations
+from evoforge.stages.param_search import ParamSearch
 from evoforge.stages.registry import default_stages
 from evoforge.stages.stage import Stage
 
@@ -38,7 +42,8 @@ ACCOUNTING = (
     "evaluations", "proposals", "nodes_evaluated", "nodes_failed", "candidates_per_min",
     "accepted_per_min", "proposals_per_min", "dropped_stale", "reflected", "patched", "pruned",
     "speculative_released", "confirmed", "rolled_back", "wasted_llm_s", "wasted_eval_s",
-    "patched_llm_s", "tokens_in", "tokens_out", "llm_s", "eval_s", "commit_busy_s",
+    "patched_llm_s", "tokens_in", "tokens_out", "llm_s", "eval_s", "eval_cpu_s", "trials", "promotions",
+    "commit_busy_s",
     "commit_wait_s", "wall_s",
 )
 
@@ -72,12 +77,16 @@ def _remove_stop_handlers() -> None:
             loop.remove_signal_handler(sig)
 
 
-async def _evaluate_seed(session: Session, calls: StageCalls, engineer: Stage) -> None:
+async def _evaluate_seed(session: Session, calls: StageCalls, stages: list[Stage]) -> None:
+    """Evaluate the task's initial program (and tune its knobs) before anything else runs."""
     if session.seed_item is None:
         return
-    item = session.seed_item
-    result = await calls.run(engineer, item)
-    item.apply(result.node, result.updates)
+    item, ctx = session.seed_item, session.ctx
+    for stage in stages:
+        if isinstance(stage, Engineer) or (isinstance(stage, ParamSearch) and stage.enabled(ctx.config)
+                                           and not stage.skips(item, ctx)):
+            result = await calls.run(stage, item)
+            item.apply(result.node, result.updates)
     session.committer.record_result(item)
     session.committer.flush()
     assert item.node is not None
@@ -128,6 +137,7 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     _install_stop_handlers(stop)
     if request.prefect_tasks:
         session.ctx.evaluations = TaskEvaluations(submit=cfg.engine.executor == "threads")
+    session.ctx.evaluations = SlottedEvaluations(session.ctx.evaluations, cfg.engine.workers.engineer)
     calls = StageCalls(session.ctx, use_prefect=request.prefect_tasks)
     stages = default_stages()
     budget = Budget(cfg.budget, session.committer.stats)
@@ -161,17 +171,22 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
         return tick(snapshot, cfg.engine.progress_interval_s, cfg.budget.max_evals,
                     on_tick=check_wall, show=not request.quiet)
 
+    live_runs[session.ctx.run_id] = LiveRun(session.ctx, session.committer, engine.in_commit)
     state, mlflow_status = "failed", "FAILED"
     try:
-        await _evaluate_seed(session, calls, next(s for s in stages if isinstance(s, Engineer)))
+        await _evaluate_seed(session, calls, stages)
+        background = [ticker, *round_jobs(engine, session)]
         snapshot()
-        await engine.run(session.resumed, background=[ticker])
+        await engine.run(session.resumed, background=background)
         state = "interrupted" if stop.is_set() and budget.stop_reason() is None else "finished"
         mlflow_status = "KILLED" if state == "interrupted" else "FINISHED"
+        if state == "finished":
+            await finish_staged(session)
     except Exception:
         log.exception("the run failed")
         raise
     finally:
+        live_runs.pop(session.ctx.run_id, None)
         _remove_stop_handlers()
         if not request.quiet:
             sys.stderr.write("\n")

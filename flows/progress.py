@@ -13,6 +13,8 @@ def progress_line(status: dict[str, Any], max_evals: int) -> str:
     """One line: evaluations, best, rate, stage occupancy, tokens."""
     best = status.get("best_score")
     best_txt = f"{best:.6g}" if isinstance(best, (int, float)) else "-"
+    if best_txt != "-" and status.get("search_stage", "full") != "full":
+        best_txt += f" ({status.get('best_stage')})"  # a staged run: say which stage scored it
     parts = [
         f"evals {status['evaluations']}/{max_evals}",
         f"best {best_txt}",

@@ -17,6 +17,7 @@ from evoforge.infra.nodes import EVALUATED, PROPOSED, SPECULATIVE, Node, new_nod
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.infra.tracking import Tracker, default_tracking_uri
+from evoforge.stages.branch_shares import BranchShares
 from evoforge.stages.case_order import CaseOrder
 from evoforge.stages.commit import Committer
 from evoforge.stages.context import StageContext
@@ -24,7 +25,9 @@ from evoforge.stages.history import NEW_BEST, PoolHistory
 from evoforge.stages.item import Item
 from evoforge.stages.pool import Pool
 from evoforge.stages.report import report_md
+from evoforge.stages.round_records import PLANS_META, PROMOTIONS_META
 from evoforge.stages.sample import rebuild_sampler
+from evoforge.stages.staged_report import final_section, optuna_section, plan_section, stages_section
 from evoforge.stages.stats import RunStats
 
 
@@ -49,12 +52,32 @@ class Session:
         try:
             self.committer.flush()
             self.store.set_meta("wall_s", self.committer.wall_s())
-            write_atomic(self.paths.report, report_md(self.ctx.task.name, self.store.all(),
-                                                      self.ctx.task.direction == "maximize"))
+            write_atomic(self.paths.report, self.report())
+            if self.tracker is not None and self.paths.leaderboard.is_file():
+                self.tracker.log_text_on_parent(self.paths.leaderboard.read_text(), "leaderboard.md")
         finally:
             self.store.close()
             if self.tracker is not None:
                 self.tracker.close(status=status)
+
+
+    def report(self) -> str:
+        """report.md: for a staged run, the final scores and stage comparisons come first."""
+        task, nodes = self.ctx.task, self.store.all()
+        maximize = task.direction == "maximize"
+        sections: list[str] = []
+        if task.staged:
+            rounds = self.committer.rounds
+            sections = [*final_section(self.store.final_scores(), {n.id: n for n in nodes}),
+                        *stages_section(nodes, rounds.promotions, maximize),
+                        *optuna_section(nodes, task.search_stage, maximize),
+                        *plan_section(rounds.plans)]
+        elif any(n.trials_run for n in nodes):
+            sections = optuna_section(nodes, task.search_stage, maximize)
+        text = report_md(task.name, nodes, maximize, stage=task.search_stage, sections=sections)
+        if self.tracker is not None:
+            self.tracker.log_text_on_parent(text, "report.md")
+        return text
 
 
 def _limits(task: Task, cfg: RunConfig) -> SandboxLimits:
@@ -83,16 +106,17 @@ def _tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_
     return tracker
 
 
-def _rebuild_pool(nodes: list[Node], maximize: bool, v: int,
-                  judge_weight: float) -> tuple[Pool, PoolHistory]:
+def _rebuild_pool(nodes: list[Node], maximize: bool, v: int, judge_weight: float,
+                  stage: str = "full") -> tuple[Pool, PoolHistory]:
     """The pool, and its new-best history replayed in the order evaluations finished."""
     finished = sorted(nodes, key=lambda n: n.evaluated_at or n.created_at)
-    seed = next((n for n in nodes if n.origin == "seed" and n.score_full is not None), None)
-    scale = (abs(seed.score_full) or 1.0) if seed is not None else 1.0
-    pool = Pool.rebuild(finished, maximize, v, judge_weight=judge_weight, judge_scale=scale)
+    seed = next((n for n in nodes if n.origin == "seed" and n.score(stage) is not None), None)
+    scale = (abs(seed.score(stage)) or 1.0) if seed is not None else 1.0  # type: ignore[arg-type]
+    pool = Pool.rebuild(finished, maximize, v, judge_weight=judge_weight, judge_scale=scale,
+                        stage=stage)
     history, best, version = PoolHistory(), None, 0
     for node in finished:
-        if node.status == EVALUATED and node.score_full is not None and pool.better(node, best):
+        if node.status == EVALUATED and node.score(stage) is not None and pool.better(node, best):
             best, version = node, version + 1
             history.record(version, NEW_BEST, node)
     return pool, history
@@ -132,7 +156,7 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
     by_id = {n.id: n for n in nodes}
     maximize = task.direction == "maximize"
     pool, history = _rebuild_pool(nodes, maximize, v=store.get_meta("pool_version", 0),
-                                  judge_weight=cfg.judge.weight)
+                                  judge_weight=cfg.judge.weight, stage=task.search_stage)
     case_order = None
     if cases:
         saved = store.get_meta("case_order")
@@ -147,11 +171,13 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
                           flush_interval_s=cfg.engine.commit_interval_s,
                           cognition=cognition if cfg.analyze.write_back else None, run_id=run_id,
                           dedupe_similarity=cfg.cognition.dedupe_similarity)
+    committer.rounds.restore(store.get_meta(PLANS_META, []), store.get_meta(PROMOTIONS_META, []))
     paths.scratch.mkdir(exist_ok=True)
     ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=pool, sampler=sampler,
                        rng=random.Random(f"{cfg.seed}-{stats.proposals}"), limits=_limits(task, cfg),
                        scratch=paths.scratch, history=history, case_order=case_order,
-                       cognition=cognition)
+                       cognition=cognition, optuna_url=f"sqlite:///{paths.optuna_db.resolve()}",
+                       plan=committer.rounds.plan, shares=BranchShares.rebuild(nodes))
     seeds = [n for n in nodes if n.origin == "seed"]
     seed_item = None
     if not seeds:

@@ -165,6 +165,41 @@ class GuardConfig(_Section):
     repair_attempts: int = Field(default=1, ge=0, le=5)  # LLM repairs of a candidate that crashes
 
 
+class ParamSearchConfig(_Section):
+    """Optuna TPE on the search stage for every new structure that declares knobs (ml-evolve)."""
+
+    enabled: bool = True
+    trials: int = Field(default=12, ge=1, le=1000)  # new trials per structure (its defaults come first)
+    startup: int = Field(default=5, ge=0)  # TPE's n_startup_trials: random trials before TPE
+    parallel: int = Field(default=2, ge=1, le=64)  # trials of one study at once (constant_liar above 1)
+
+
+class RoundsConfig(_Section):
+    """A round: this many finished candidates (None: one per plan slot). Plan and promotion run
+    every K rounds."""
+
+    size: int | None = Field(default=None, ge=1)
+
+
+class PlanConfig(_Section):
+    """The plan agent: hypothesis branches in slots, re-planned every `every` rounds."""
+
+    enabled: bool | None = None  # None: on for staged tasks (a pilot stage), off otherwise
+    slots: int = Field(default=3, ge=1, le=32)
+    every: int = Field(default=3, ge=1)
+    stall_rounds: int = Field(default=4, ge=1)  # kill: rounds without improving the branch's best
+    max_invalid_rate: float = Field(default=0.6, ge=0, le=1)  # kill: share of failed candidates
+    min_candidates: int = Field(default=3, ge=1)  # no kill before this many candidates
+
+
+class PromotionConfig(_Section):
+    """Every `every` rounds, the top-K pilot candidates are re-evaluated at `full` (staged tasks)."""
+
+    every: int = Field(default=3, ge=1)
+    top_k: int = Field(default=3, ge=1, le=100)
+    final_top: int = Field(default=3, ge=0, le=100)  # report: the best this many at full get `final`
+
+
 class TrackingConfig(_Section):
     """MLflow tracking; the default store is sqlite in the workspace."""
 
@@ -201,6 +236,10 @@ class RunConfig(_Section):
     analyze: AnalyzeConfig = AnalyzeConfig()
     judge: JudgeConfig = JudgeConfig()
     guard: GuardConfig = GuardConfig()
+    param_search: ParamSearchConfig = ParamSearchConfig()
+    rounds: RoundsConfig = RoundsConfig()
+    plan: PlanConfig = PlanConfig()
+    promotion: PromotionConfig = PromotionConfig()
     tracking: TrackingConfig = TrackingConfig()
     cognition: CognitionConfig = CognitionConfig()
 

@@ -34,8 +34,8 @@ FAILED, REJECTED, STALE = Status.FAILED, Status.REJECTED, Status.STALE
 PRUNED, ROLLED_BACK = Status.PRUNED, Status.ROLLED_BACK
 
 # Evaluation stages; each has its own score column, never one mixed column. The node carries the
-# scores selection may use (pilot, full); held-out `final` scores live apart from nodes, in the
-# final report's own table (stages/final_scores.py), so no code that selects can read them.
+# scores selection may use (pilot, full); held-out `final` scores live apart from nodes, in a
+# table only the final report writes (flows/final_report.py), so no code that selects reads them.
 SCORE_STAGES = ("pilot", "full", "final")
 SELECTION_STAGES = ("pilot", "full")
 
@@ -93,6 +93,7 @@ class Node:
     tokens_out: int = 0
     llm_s: float = 0.0
     eval_s: float = 0.0
+    eval_cpu_s: float = 0.0  # CPU seconds of every evaluation of it: defaults, trials, promotion
     created_at: float = field(default_factory=time.time)
     evaluated_at: float | None = None
 

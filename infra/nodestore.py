@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,25 @@ _SCHEMA = pa.schema([(f.name, _ARROW[_SQL_TYPES[str(f.type)]]) for f in fields(N
 _BULK_ROWS = 3  # from this many rows, one Arrow batch beats row-by-row inserts (measured: 8x at 32)
 
 
+_FINAL_SCHEMA = ("CREATE TABLE IF NOT EXISTS final_scores (node_id VARCHAR PRIMARY KEY, rank BIGINT, "
+                 "score DOUBLE, metrics VARCHAR, error VARCHAR, seconds DOUBLE, cpu_s DOUBLE, "
+                 "evaluated_at DOUBLE)")
+
+
+@dataclass(frozen=True)
+class FinalScore:
+    """A held-out (`final` stage) score, kept apart from the node so that selection cannot see it."""
+
+    node_id: str
+    rank: int  # the search's rank of the node at `full` (1: its winner), fixed before evaluating
+    score: float | None
+    metrics: dict[str, float]
+    error: str | None
+    seconds: float
+    cpu_s: float
+    evaluated_at: float
+
+
 class StoreBusyError(RuntimeError):
     """Another process holds the node database (a run is going)."""
 
@@ -63,6 +82,7 @@ class NodeStore:
         if not read_only:
             self._con.execute(_schema())
             self._con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+            self._con.execute(_FINAL_SCHEMA)
             self._add_missing_columns()
         have = {r[0] for r in self._con.execute("DESCRIBE nodes").fetchall()}
         self._readable = [c for c in _COLUMNS if c in have]  # a read-only older file lacks new ones
@@ -141,6 +161,21 @@ class NodeStore:
             [EVALUATED],
         )
         return rows[0] if rows else None
+
+    def write_final(self, rows: list[FinalScore]) -> None:
+        """Record held-out `final` scores (the final report's; no node or selection reads them)."""
+        for row in rows:
+            self._con.execute("INSERT OR REPLACE INTO final_scores VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                              [row.node_id, row.rank, row.score, json.dumps(row.metrics), row.error,
+                               row.seconds, row.cpu_s, row.evaluated_at])
+
+    def final_scores(self) -> list[FinalScore]:
+        """The held-out scores the final report recorded, in the search's order (empty when none)."""
+        try:
+            rows = self._con.execute("SELECT * FROM final_scores ORDER BY rank").fetchall()
+        except duckdb.CatalogException:  # a read-only older file without the table
+            return []
+        return [FinalScore(r[0], r[1], r[2], json.loads(r[3] or "{}"), r[4], r[5], r[6], r[7]) for r in rows]
 
     def set_meta(self, key: str, value: Any) -> None:
         self.write([], {key: value})

@@ -1,6 +1,6 @@
 """The shape of the prompts that non-LLM answerers (offline proposer, simulator) read back.
 
-The stages write these markers (research, reflection, analysis, judge); the offline backend and
+The stages write these markers (research, reflection, analysis, judge, plan); the offline backend and
 the LLM simulator find the current program, the requested answer form and the computed facts
 through them, and the stages parse the structured parts of every answer with the parsers here.
 Real LLMs just read the prose.
@@ -9,6 +9,7 @@ Real LLMs just read the prose.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 PROGRAM_HEADER = "## Current program"
 FORMAT_PREFIX = "Answer format:"
@@ -213,3 +214,38 @@ def parse_judge_score(answer: str) -> float | None:
     if out_of <= 0 or not 0 <= points <= out_of:
         return None
     return round(points / out_of, 6)
+
+
+# Plan prompts (the plan agent): the branches in their slots, and one decision line per slot.
+PLAN_MARKER = "Plan request:"
+_PLAN_SLOT_RE = re.compile(r"^### Slot (\d+) \((B\d+)(, KILLED)?\): (.*)$", re.M)
+
+
+class PlanSlot(NamedTuple):
+    """One slot of a plan prompt, as the simulator reads it back."""
+
+    slot: int
+    branch_id: str
+    hypothesis: str
+    killed: bool
+
+
+def is_plan_prompt(prompt: str) -> bool:
+    """True for a prompt that asks the plan agent to revise the research plan's slots."""
+    return re.search("^" + re.escape(PLAN_MARKER), prompt, re.M) is not None
+
+
+def render_plan_slot(slot: PlanSlot) -> str:
+    """The heading of one slot in a plan prompt.
+
+    >>> render_plan_slot(PlanSlot(2, "B5", "try boosting", True))
+    '### Slot 2 (B5, KILLED): try boosting'
+    """
+    killed = ", KILLED" if slot.killed else ""
+    return f"### Slot {slot.slot} ({slot.branch_id}{killed}): {' '.join(slot.hypothesis.split())}"
+
+
+def parse_plan_slots(prompt: str) -> list[PlanSlot]:
+    """The slots a plan prompt shows, in order."""
+    return [PlanSlot(int(m.group(1)), m.group(2), m.group(4).strip(), m.group(3) is not None)
+            for m in _PLAN_SLOT_RE.finditer(prompt)]

@@ -45,6 +45,17 @@ class RunPaths:
         return self.root / "config.json"
 
     @property
+    def research_plan(self) -> Path:
+        return self.root / "research_plan.md"
+
+    @property
+    def optuna_db(self) -> Path:
+        return self.root / "optuna.db"
+
+    def param_trials(self, node_id: str) -> Path:
+        return self.root / "param_trials" / f"{node_id}.json"
+
+    @property
     def scratch(self) -> Path:
         return self.root / ".scratch"
 

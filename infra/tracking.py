@@ -12,12 +12,24 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("evoforge.tracking")
 
 _STOP = object()
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """A run nested under a candidate's run (an Optuna trial)."""
+
+    name: str
+    params: dict[str, Any]
+    metrics: dict[str, float]
+    tags: dict[str, str] = field(default_factory=dict)
+    status: str = "FINISHED"
 
 
 def default_tracking_uri(workspace: Path) -> str:
@@ -93,20 +105,32 @@ class Tracker:
 
     def log_candidate(self, name: str, params: dict[str, Any], metrics: dict[str, float],
                       texts: dict[str, str], tags: dict[str, str] | None = None,
-                      status: str = "FINISHED") -> None:
-        """One nested run: params, metrics and text artifacts, then closed."""
+                      status: str = "FINISHED", children: list[ChildRun] | None = None) -> None:
+        """One nested run under the parent (params, metrics, text artifacts), with `children`
+        nested under it (e.g. its Optuna trials), then closed."""
 
         def job() -> None:
-            child_tags = {"mlflow.parentRunId": self.parent_run_id or "", **(tags or {})}
-            run = self._client.create_run(self._experiment_id, run_name=name, tags=child_tags)
-            rid = run.info.run_id
-            self._log_batch(rid, params, metrics, None, 0)
-            for artifact_file, text in texts.items():
-                if text:
-                    self._client.log_text(rid, text, artifact_file)
-            self._client.set_terminated(rid, status=status)
+            rid = self._run(self.parent_run_id or "", name, params, metrics, texts, tags, status)
+            for child in children or ():
+                self._run(rid, child.name, child.params, child.metrics, {}, child.tags, child.status)
 
         self._submit(job)
+
+    def _run(self, parent: str, name: str, params: dict[str, Any], metrics: dict[str, float],
+             texts: dict[str, str], tags: dict[str, str] | None, status: str) -> str:
+        run = self._client.create_run(self._experiment_id, run_name=name,
+                                      tags={"mlflow.parentRunId": parent, **(tags or {})})
+        rid = run.info.run_id
+        self._log_batch(rid, params, metrics, None, 0)
+        for artifact_file, text in texts.items():
+            if text:
+                self._client.log_text(rid, text, artifact_file)
+        self._client.set_terminated(rid, status=status)
+        return rid
+
+    def log_text_on_parent(self, text: str, artifact_file: str) -> None:
+        """A text artifact (research_plan.md, report.md, ...) on the parent run."""
+        self._submit(lambda: self._client.log_text(self.parent_run_id, text, artifact_file))
 
     def _log_batch(self, run_id: str | None, params: dict[str, Any] | None,
                    metrics: dict[str, float] | None, tags: dict[str, str] | None, step: int) -> None:

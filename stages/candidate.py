@@ -16,6 +16,7 @@ def new_candidate(item: Item, ctx: StageContext) -> Node:
         parent_id=item.parent.id,
         inspiration_ids=[n.id for n in item.inspirations],
         island=item.parent.island,
+        branch=item.branch,
         generation=item.parent.generation + 1,
         pool_version=item.v_i,
         backend=ctx.llm.name,

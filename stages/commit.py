@@ -23,11 +23,16 @@ from evoforge.infra.tracking import Tracker
 from evoforge.stages.case_order import CaseOrder
 from evoforge.stages.history import NEW_BEST, ROLLBACK, SPECULATIVE_BEST, PoolHistory
 from evoforge.stages.item import Item
+from evoforge.stages.leaderboard import leaderboard_md
+from evoforge.stages.param_space import parse_space
+from evoforge.stages.param_study import StudyResult, trials_json
 from evoforge.stages.pool import Pool
+from evoforge.stages.round_records import RoundRecords
 from evoforge.stages.sample import ParentSampler
-from evoforge.stages.snapshot import leaderboard_md, status_dict
+from evoforge.stages.snapshot import status_dict
 from evoforge.stages.speculation import confirmed
 from evoforge.stages.stats import RunStats
+from evoforge.stages.trial_runs import trial_runs
 
 _FLUSH_ROWS = 32
 
@@ -65,6 +70,7 @@ class Committer:
         self.rows_written = 0
         self.cognition, self.run_id, self.dedupe_similarity = cognition, run_id, dedupe_similarity
         self.lessons_written = 0
+        self.rounds = RoundRecords(self)  # plans and promotions: applied here too
 
     def pending(self) -> int:
         """Rows waiting for the next flush."""
@@ -105,6 +111,11 @@ class Committer:
         self._meta[key] = value
         if self._oldest is None:
             self._oldest = time.monotonic()
+
+    def nodes_now(self) -> list[Node]:
+        """Every node of the run as of now (what is buffered written first): for round jobs."""
+        self.flush()
+        return self.store.all()
 
     def wall_s(self) -> float:
         """Wall seconds of the run over all its sessions."""
@@ -155,8 +166,9 @@ class Committer:
             item.node = node = pooled
             event = self._settle_speculation(item)
         elif node.status == EVALUATED:
-            if node.origin == "seed" and not self.pool.nodes and node.score_full is not None:
-                self.pool.judge_scale = abs(node.score_full) or 1.0  # fixed before any node ranks
+            seed_value = self.pool.value(node)
+            if node.origin == "seed" and not self.pool.nodes and seed_value is not None:
+                self.pool.judge_scale = abs(seed_value) or 1.0  # fixed before any node ranks
             if self.pool.add(node):
                 event = NEW_BEST
                 self._bumped(NEW_BEST, node)
@@ -170,7 +182,11 @@ class Committer:
         self._put(node)
         self.stats.count(node)
         self._write_node_files(item)
-        self._track(node, event == NEW_BEST)
+        trials = None
+        if item.study is not None:
+            trials = trials_json(item.study, node.id, parse_space(node.code))
+            write_atomic(self.paths.param_trials(node.id), trials)
+        self._track(node, event == NEW_BEST, item.study, trials)
         self.busy_s += time.perf_counter() - t0
         return event
 
@@ -200,8 +216,9 @@ class Committer:
         """The pool version moved: remember why, and refresh the best program on disk."""
         self.history.record(self.pool.v, kind, node)
         self._put_meta("pool_version", self.pool.v)
-        if self.pool.best is not None:
-            write_atomic(self.paths.best_program, self.pool.best.code)
+        best = self.pool.best if self.pool.stage == "full" else self.pool.winner()
+        if best is not None:
+            write_atomic(self.paths.best_program, best.code)
 
     def slow_writes(self, item: Item) -> SlowWrite | None:
         """Writes of a finished item too slow for the event loop (lessons into the cognition base,
@@ -233,7 +250,9 @@ class Committer:
                              {"commit_busy_s": round(self.busy_s, 3),
                               "lessons_written": self.lessons_written, **extra})
         write_atomic(self.paths.status, json.dumps(status, indent=2) + "\n")
-        write_atomic(self.paths.leaderboard, leaderboard_md(self.task_name, self.pool))
+        write_atomic(self.paths.leaderboard, leaderboard_md(
+            self.task_name, self.pool, plan=self.rounds.plan, history=self.history.updates,
+            promotions=self.rounds.promotions))
         return status
 
     def _write_node_files(self, item: Item) -> None:
@@ -254,11 +273,13 @@ class Committer:
         if node.analysis:
             (folder / "analysis.md").write_text(node.analysis)
         summary = {k: getattr(node, k) for k in (
-            "status", "error", "failed_stage", "score_full", "metrics", "parent_id", "backend",
+            "status", "error", "failed_stage", "score_pilot", "score_full", "params", "branch",
+            "hardcoded", "metrics", "parent_id", "backend",
             "model", "tokens_in", "tokens_out", "llm_s", "eval_s", "pool_version")}
         (folder / "result.json").write_text(json.dumps(summary, indent=2, default=str))
 
-    def _track(self, node: Node, new_best: bool) -> None:
+    def _track(self, node: Node, new_best: bool, study: StudyResult | None = None,
+               trials: str | None = None) -> None:
         if self.tracker is None:
             return
         metrics: dict[str, float] = {
@@ -271,15 +292,26 @@ class Committer:
                 metrics[f"score_{stage}"] = node.score(stage)
         params = {"node_id": node.id, "parent": node.parent_id or "", "island": node.island,
                   "model": node.model, "backend": node.backend, "origin": node.origin,
-                  "generation": node.generation, "pool_version": node.pool_version}
+                  "generation": node.generation, "pool_version": node.pool_version,
+                  "branch": node.branch or "", "search_stage": self.pool.stage,
+                  **{f"knob.{k}": v for k, v in node.params.items()}}
+        if node.score_default is not None:
+            metrics[f"score_{self.pool.stage}_defaults"] = node.score_default
+        if node.trials_run:
+            metrics["trials"] = node.trials_run
+            metrics.update({f"saturation_{k}": v for k, v in node.saturation.items() if v is not None})
+        if node.hardcoded:
+            params["hardcoded"] = "; ".join(node.hardcoded)
         texts = {"program.py": node.code, "diff.patch": node.diff,
                  "motivation.md": node.motivation, "error.txt": node.error or "",
-                 "analysis.md": node.analysis}
+                 "analysis.md": node.analysis, "param_trials.json": trials or ""}
         self.tracker.log_candidate(f"node-{node.id}", params, metrics, texts,
                                    tags={"status": str(node.status), "failed_stage": node.failed_stage or ""},
-                                   status="FINISHED" if node.status == EVALUATED else "FAILED")
-        if new_best and node.score_full is not None:
-            self.tracker.log_parent(metrics={"best_score": node.score_full,
+                                   status="FINISHED" if node.status == EVALUATED else "FAILED",
+                                   children=trial_runs(node.id, study, self.pool.stage) if study else None)
+        best = self.pool.value(node)
+        if new_best and best is not None:
+            self.tracker.log_parent(metrics={f"best_score_{self.pool.stage}": best,
                                              "evaluations": self.stats.evaluations},
                                     step=self.stats.evaluations)
 

@@ -15,6 +15,8 @@ from evoforge.evaluators.task import Task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.nodes import Node
+from evoforge.stages.branch_shares import BranchShares
+from evoforge.stages.branches import Plan
 from evoforge.stages.case_order import CaseOrder
 from evoforge.stages.evaluation_job import EvaluationRunner, InlineEvaluations
 from evoforge.stages.history import PoolHistory
@@ -39,5 +41,8 @@ class StageContext:
     case_order: CaseOrder | None = None  # validation order of a case-based task
     cognition: CognitionBase | None = None  # the cognition base, for reading (the commit writes)
     evaluations: EvaluationRunner = field(default_factory=InlineEvaluations)
+    optuna_url: str | None = None  # the run's Optuna storage (param search studies)
+    plan: Plan | None = None  # the plan agent's current branches (replaced by the commit)
+    shares: BranchShares = field(default_factory=lambda: BranchShares())  # research per branch
     # hands (item, speculative snapshot of its node) to the commit; safe to call from any thread
     release: Callable[[Any, Node], None] | None = None

@@ -13,6 +13,7 @@ flow's task runner, by default), so the stage never blocks the event loop.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from evoforge.evaluators.cases import CaseOutcome
 from evoforge.evaluators.evaluation import EvalOutcome
@@ -23,6 +24,7 @@ from evoforge.stages.evaluation_job import EvalReport, EvalRequest, SpeculationR
 from evoforge.stages.guardrails import GUARD, QUICK_TEST_PREFIX, static_violation
 from evoforge.stages.item import Item
 from evoforge.stages.novelty import EmbeddingSimilarity, novelty_rejection
+from evoforge.stages.param_space import SpaceError, hardcoded_values, parse_space
 from evoforge.stages.speculation import Reference
 from evoforge.stages.stage import COMMIT, Admission, Stage, StageResult, WorkerBounds
 from evoforge.stages.staleness import DROP, REFLECT, decide
@@ -63,8 +65,9 @@ def novelty_similarity(ctx: StageContext) -> EmbeddingSimilarity | None:
     return None
 
 
-def request_for(node: Node, ctx: StageContext) -> EvalRequest:
-    """The evaluation job of `node`: snapshots of what it needs, nothing shared."""
+def request_for(node: Node, ctx: StageContext, params: dict[str, Any] | None = None) -> EvalRequest:
+    """The evaluation job of `node` at the task's search stage (with `params` for its knobs):
+    snapshots of what it needs, nothing shared."""
     order, spec = None, None
     if ctx.task.case_based:
         assert ctx.case_order is not None
@@ -74,7 +77,8 @@ def request_for(node: Node, ctx: StageContext) -> EvalRequest:
             spec = SpeculationRequest(cfg.alpha_spec, cfg.prune, Reference.of(ctx.pool))
     quick_test = ctx.config.guard.quick_test and ctx.task.quick_test is not None
     return EvalRequest(node_id=node.id, code=node.code, task=ctx.task, limits=ctx.limits,
-                       scratch=ctx.scratch, order=order, speculation=spec, quick_test=quick_test)
+                       scratch=ctx.scratch, stage=ctx.task.search_stage, order=order,
+                       speculation=spec, quick_test=quick_test, params=params or None)
 
 
 async def engineer(item: Item, ctx: StageContext) -> StageResult:
@@ -90,7 +94,14 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
     if violation is not None:  # no sandbox run, so no evaluation is counted
         node.status, node.failed_stage, node.error = FAILED, GUARD, str(violation)
         return StageResult(node)
-    request = request_for(node, ctx)
+    try:
+        space = parse_space(node.code)
+    except SpaceError as exc:  # a malformed knob declaration: no sandbox run
+        node.status, node.failed_stage, node.error = FAILED, GUARD, f"parameter space: {exc}"
+        return StageResult(node)
+    node.hardcoded = hardcoded_values(node.code, owned_knobs(item))
+    node.params = space.defaults()
+    request = request_for(node, ctx, node.params)
     release = None
     if request.speculation is not None and ctx.release is not None:
         hand_over = ctx.release
@@ -100,11 +111,22 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
                                       case_scores=prefix, speculative_at=time.time()))
 
     report = await ctx.evaluations.run(request, release)
-    return StageResult(settle_node(node, report))
+    settled = settle_node(node, report, ctx.task.search_stage)
+    if space and settled.status == EVALUATED:
+        settled.score_default = settled.score(ctx.task.search_stage)
+    return StageResult(settled)
 
 
-def settle_node(node: Node, report: EvalReport) -> Node:
-    """Write what an evaluation found onto the engineer's copy of the node."""
+def owned_knobs(item: Item) -> set[str]:
+    """The knob names the parent declared: values a child must not hard-code."""
+    try:
+        return set(parse_space(item.parent.code).names)
+    except SpaceError:
+        return set()
+
+
+def settle_node(node: Node, report: EvalReport, stage: str = "full") -> Node:
+    """Write what an evaluation at `stage` found onto the engineer's copy of the node."""
     outcome = report.outcome
     _record(node, outcome)
     node.evaluated_at = time.time()
@@ -114,6 +136,7 @@ def settle_node(node: Node, report: EvalReport) -> Node:
         return node
     if report.quick_test is not None:
         node.eval_s += report.quick_test.seconds
+        node.eval_cpu_s += report.quick_test.cpu_s or 0.0
         node.artifacts["quick_test"] = f"passed in {report.quick_test.seconds:.3f} s"
     node.score_partial = report.score_partial
     node.speculative_at = report.released_at
@@ -122,7 +145,8 @@ def settle_node(node: Node, report: EvalReport) -> Node:
         node.artifacts["pruned"] = (f"prefix of {node.cases_done} cases scored "
                                     f"{report.score_partial:.6g}: cannot beat the pool's best")
     elif outcome.ok:
-        node.score_full, node.status = outcome.score, EVALUATED
+        setattr(node, f"score_{stage}", outcome.score)
+        node.status = EVALUATED
     else:
         node.status, node.failed_stage, node.error = FAILED, "engineer", outcome.error
     return node
@@ -132,6 +156,7 @@ def _record(node: Node, outcome: EvalOutcome) -> None:
     """What every evaluation leaves on its node: cost (added to earlier tries'), metrics,
     artifacts, output tails, cases."""
     node.eval_s += outcome.seconds
+    node.eval_cpu_s += outcome.cpu_s or 0.0
     node.metrics, node.artifacts = dict(outcome.metrics), dict(outcome.artifacts)
     if outcome.stdout_tail:
         node.artifacts.setdefault("stdout_tail", outcome.stdout_tail[-4000:])

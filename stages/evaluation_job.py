@@ -5,7 +5,9 @@ the speculation reference, all snapshots) and hands it to the run's `EvaluationR
 `quick_test`, the job first runs the task's quick test (its own short timeout) and stops there
 when it fails, so both are one job on the same runner. The job reads nothing shared, so a
 runner may execute it inline on the event loop (`InlineEvaluations`), on a thread of the flow's
-Prefect task runner, or on another machine (flows/evaluation_tasks.py).
+Prefect task runner, or on another machine (flows/evaluation_tasks.py). `params` (the
+candidate's knob values) reach the evaluator of a plain task and its quick test; case-based
+tasks take no parameter values (their cases run with every knob at its default).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from evoforge.evaluators.cases import CaseOutcome, evaluate_cases
 from evoforge.evaluators.evaluation import EvalOutcome, evaluate_program, quick_test_program
@@ -49,6 +52,16 @@ class EvalRequest:
     order: tuple[str, ...] | None = None  # the validation order of a case-based task
     speculation: SpeculationRequest | None = None
     quick_test: bool = False  # run the task's quick test first; a failing one ends the job
+    params: dict[str, Any] | None = None  # knob values for the program (plain tasks only)
+    name: str | None = None  # the Prefect task run's name (default: evaluate-<node>)
+
+    def with_name(self, name: str) -> EvalRequest:
+        """The same job under another task run name (an Optuna trial, a promotion)."""
+        return replace(self, name=name)
+
+    def at_stage(self, stage: str) -> EvalRequest:
+        """The same job at another evaluation stage (promotion: full; the final report: final)."""
+        return replace(self, stage=stage, order=None, speculation=None)
 
 
 @dataclass(frozen=True)
@@ -86,7 +99,8 @@ async def run_evaluation(request: EvalRequest, release: Release | None = None,
 async def _evaluate(request: EvalRequest, release: Release | None) -> EvalReport:
     if not request.quick_test:
         return await _evaluate_fully(request, release)
-    quick = await quick_test_program(request.task, request.code, limits=request.limits,
+    quick = await quick_test_program(request.task, request.code, stage=request.stage,
+                                     params=request.params, limits=request.limits,
                                      scratch_root=request.scratch)
     if not quick.ok:
         return EvalReport(quick, quick_test=quick)
@@ -96,7 +110,8 @@ async def _evaluate(request: EvalRequest, release: Release | None) -> EvalReport
 async def _evaluate_fully(request: EvalRequest, release: Release | None) -> EvalReport:
     if request.order is None:
         outcome = await evaluate_program(request.task, request.code, stage=request.stage,
-                                         limits=request.limits, scratch_root=request.scratch)
+                                         params=request.params, limits=request.limits,
+                                         scratch_root=request.scratch)
         return EvalReport(outcome)
     spec = None
     if request.speculation is not None:

@@ -14,6 +14,7 @@ from evoforge.infra.nodes import Node, Status
 
 if TYPE_CHECKING:
     from evoforge.stages.learn import Knowledge
+    from evoforge.stages.param_study import StudyResult
     from evoforge.stages.sample.inspirations import Inspiration
 
 
@@ -26,12 +27,15 @@ class Item:
     parent: Node
     inspirations: list[Inspiration] = field(default_factory=list)  # labelled best/diverse/recent
     answer_format: str = "diff"
+    branch: str | None = None  # the plan branch it researches (None: no plan)
     # learn
     knowledge: list[Knowledge] = field(default_factory=list)  # cognition items for the prompt
     # research
     node: Node | None = None  # the candidate being built (its id is fixed once research starts)
     prompt: list[dict[str, str]] = field(default_factory=list)
     answer: str = ""
+    # param_search
+    study: StudyResult | None = None  # the Optuna study of its knobs (written to param_trials/)
     # staleness and speculation (the head sets tainted_by when an ancestor is rolled back)
     tainted_by: str | None = None  # a rolled-back speculative node this item was derived from
     reflected: bool = False
@@ -60,5 +64,5 @@ class Item:
             self.node = node
 
 
-_STAGE_FIELDS = frozenset({"v_i", "parent", "inspirations", "answer_format", "knowledge", "prompt",
-                           "answer", "tainted_by", "reflected"})
+_STAGE_FIELDS = frozenset({"v_i", "parent", "branch", "inspirations", "answer_format", "knowledge", "prompt",
+                           "answer", "study", "tainted_by", "reflected"})

@@ -6,8 +6,12 @@ when an LLM judge is on (`judge.weight > 0`) and has scored the node, a bonus
 `judge_scale` is the magnitude of the seed's full score (set by whoever builds the pool, before
 any node is added: the ranking keeps the fitness it had when a node came in), so a weight of 0.1
 is worth at most 10% of the seed's score. The bonus always makes a node better (it
-lowers the effective score of a minimised task). The raw task score stays in `score_full` and in
-status.json's `best_score`.
+lowers the effective score of a minimised task). The raw task score stays in the node's score
+column and in status.json's `best_score`.
+
+The pool ranks by one evaluation stage, `stage`: `full` for a plain task, `pilot` for a staged
+ML task (the search stage; promotion adds full scores beside it, and final scores never reach a
+node at all).
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ class Pool:
     """
 
     maximize: bool = True
+    stage: str = "full"  # the evaluation stage whose score ranks the pool (the search stage)
     v: int = 0
     nodes: list[Node] = field(default_factory=list)
     best: Node | None = None
@@ -82,10 +87,14 @@ class Pool:
     _owners: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # hash -> node id
     listeners: list[Any] = field(default_factory=list, repr=False, compare=False)  # add(node)/remove(node)
 
+    def value(self, node: Node) -> float | None:
+        """The node's task score at the pool's stage (its validation-prefix score while speculative)."""
+        return node.score_partial if node.status == SPECULATIVE else node.score(self.stage)
+
     def score(self, node: Node) -> float:
-        """Selection score, signed so that larger is better: the full-stage score, or the
+        """Selection score, signed so that larger is better: the score at the pool's stage, or the
         validation-prefix score of a speculative node, plus the judge bonus (module docstring)."""
-        value = node.score_partial if node.status == SPECULATIVE else node.score_full
+        value = self.value(node)
         assert value is not None
         signed = value if self.maximize else -value
         if node.judge_score is not None and self.judge_weight:
@@ -160,6 +169,21 @@ class Pool:
         """The best fully evaluated node (speculative ones skipped), without sorting."""
         return next((n for n in self._ranking if n.status == EVALUATED), None)
 
+    def winner(self) -> Node | None:
+        """The search's answer: the best confirmed node at the pool's stage, or, when the pool
+        ranks by `pilot`, the best node that a promotion scored at `full` (if any was)."""
+        if self.stage == "full":
+            return self.best_confirmed()
+        promoted = [n for n in self._ranking if n.status == EVALUATED and n.score_full is not None]
+        if not promoted:
+            return self.best_confirmed()
+        pick = max if self.maximize else min
+        return pick(promoted, key=lambda n: n.score_full)  # type: ignore[arg-type,return-value]
+
+    def winner_stage(self, node: Node) -> str:
+        """The stage of the score the winner is judged on."""
+        return "full" if node.score_full is not None else self.stage
+
     def top(self, k: int) -> list[Node]:
         """The k best nodes, best first, without sorting."""
         return self._ranking[:k]
@@ -194,12 +218,12 @@ class Pool:
 
     @classmethod
     def rebuild(cls, nodes: list[Node], maximize: bool, v: int, judge_weight: float = 0.0,
-                judge_scale: float = 1.0) -> Pool:
+                judge_scale: float = 1.0, stage: str = "full") -> Pool:
         """The pool as it was, from the node database (resume); no judge unless a weight is given."""
-        pool = cls(maximize=maximize, judge_weight=judge_weight, judge_scale=judge_scale)
+        pool = cls(maximize=maximize, judge_weight=judge_weight, judge_scale=judge_scale, stage=stage)
         for node in nodes:
             pool.remember(node.code, node.id)
-        members = [n for n in nodes if n.status == EVALUATED and n.score_full is not None]
+        members = [n for n in nodes if n.status == EVALUATED and n.score(stage) is not None]
         for node in members:  # no new-best bookkeeping per node: one sort at the end
             pool.nodes.append(node)
             pool._by_id[node.id] = node

@@ -13,7 +13,9 @@ from evoforge.infra.prompt_format import (
     FORMAT_PREFIX,
     render_program_section,
 )
+from evoforge.stages.branches import Branch
 from evoforge.stages.learn import Knowledge
+from evoforge.stages.mutation_contract import CONTRACT, branch_section, tuned_line
 from evoforge.stages.sample.inspirations import BEST, DIVERSE, RECENT, Inspiration
 
 SYSTEM = (
@@ -75,8 +77,12 @@ def _metrics_line(node: Node) -> str:
 
 
 def _score_text(node: Node) -> str:
+    if node.score_full is not None and node.score_pilot is not None:
+        return f"{node.score_pilot:.6g} at the pilot stage, {node.score_full:.6g} at full"
     if node.score_full is not None:
         return f"{node.score_full:.6g}"
+    if node.score_pilot is not None:
+        return f"{node.score_pilot:.6g} at the pilot stage"
     if node.score_partial is not None:
         return f"{node.score_partial:.6g} on a validation prefix"
     return "n/a"
@@ -142,7 +148,7 @@ def origin_of(used_ideas: Sequence[str], knowledge: Sequence[Knowledge],
 
 def research_messages(
     task: Task, parent: Node, inspirations: Sequence[Inspiration | Node], answer_format: str,
-    knowledge: Sequence[Knowledge] = (),
+    knowledge: Sequence[Knowledge] = (), branch: Branch | None = None, knobs: bool = False,
 ) -> list[dict[str, str]]:
     """The chat messages asking for one improved candidate of `parent`.
 
@@ -156,6 +162,9 @@ def research_messages(
         f"## Parent (node {parent.id}, score {_score_text(parent)})",
         f"Metrics: {_metrics_line(parent)}",
     ]
+    tuned = tuned_line(parent)
+    if tuned:
+        parts.append(tuned)
     if parent.motivation.strip():
         parts.append(f"How it came about: {parent.motivation.strip()[:600]}")
     if parent.analysis.strip():
@@ -167,6 +176,11 @@ def research_messages(
     if inspirations:
         parts.append("## Inspirations (EVOLVE blocks of other evaluated programs)")
         parts.extend(_inspiration(n, i + 1) for i, n in enumerate(inspirations))
+    section = branch_section(branch)
+    if section:
+        parts.append(section)
+    if knobs:
+        parts.append(CONTRACT)
     parts.append(render_program_section(parent.code))
     parts.append(DIFF_RULES if answer_format == FORMAT_DIFF else _REWRITE_RULES)
     if inspirations:

@@ -12,13 +12,14 @@ from evoforge.stages.debug import Debug
 from evoforge.stages.engineer import Engineer
 from evoforge.stages.judge import Judge
 from evoforge.stages.learn import Learn
+from evoforge.stages.param_search import ParamSearch
 from evoforge.stages.reflect import Reflect
 from evoforge.stages.research import Research
 from evoforge.stages.stage import Stage
 
 
 def default_stages() -> list[Stage]:
-    """learn → research → engineer → [debug] → [judge] → analyze → commit, with reflect reached
-    from the engineer's door. Stages spliced in `after` the same stage run in reverse list order:
-    the last one listed runs first behind it."""
-    return [Learn(), Research(), Engineer(), Reflect(), Analyze(), Judge(), Debug()]
+    """learn → research → engineer → [debug] → [param_search] → [judge] → analyze → commit, with
+    reflect reached from the engineer's door. Stages spliced in `after` the same stage run in
+    reverse list order: the last one listed runs first behind it."""
+    return [Learn(), Research(), Engineer(), Reflect(), Analyze(), Judge(), ParamSearch(), Debug()]

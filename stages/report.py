@@ -23,10 +23,11 @@ def designs(nodes: Sequence[Node]) -> list[Node]:
     return [n for n in nodes if n.origin != "seed" and n.code]
 
 
-def top_share(nodes: Sequence[Node], maximize: bool, share: float = 0.1) -> list[Node]:
-    """The best `share` (at least one) of the fully evaluated designs."""
-    scored = [n for n in designs(nodes) if n.status == EVALUATED and n.score_full is not None]
-    scored.sort(key=lambda n: n.score_full, reverse=maximize)  # type: ignore[arg-type,return-value]
+def top_share(nodes: Sequence[Node], maximize: bool, share: float = 0.1,
+              stage: str = "full") -> list[Node]:
+    """The best `share` (at least one) of the evaluated designs, by their `stage` score."""
+    scored = [n for n in designs(nodes) if n.status == EVALUATED and n.score(stage) is not None]
+    scored.sort(key=lambda n: n.score(stage), reverse=maximize)  # type: ignore[arg-type,return-value]
     return scored[:max(1, math.ceil(share * len(scored)))] if scored else []
 
 
@@ -46,14 +47,17 @@ def lessons_written(nodes: Sequence[Node]) -> list[tuple[str, str]]:
     return out
 
 
-def report_md(task_name: str, nodes: Sequence[Node], maximize: bool) -> str:
-    """The run's report as markdown."""
-    all_designs, top = designs(nodes), top_share(nodes, maximize)
+def report_md(task_name: str, nodes: Sequence[Node], maximize: bool, stage: str = "full",
+              sections: Sequence[str] = ()) -> str:
+    """The run's report as markdown; `sections` (markdown) come first (a staged run's final
+    scores and stage comparisons: stages/staged_report.py)."""
+    all_designs, top = designs(nodes), top_share(nodes, maximize, stage=stage)
     overall, best = origin_breakdown(all_designs), origin_breakdown(top)
     backends = sorted({n.backend for n in all_designs if n.backend})
     lines = [f"# Report: {task_name}", "",
              f"{len(all_designs)} designs ({', '.join(backends) or 'none'}), "
              f"{sum(n.status == EVALUATED for n in all_designs)} fully evaluated.", "",
+             *sections,
              "## Where the designs came from", "",
              "| origin | all designs | top 10% |", "|---|---|---|"]
     lines += [f"| {o} | {overall[o]}% | {best[o]}% |" for o in ORIGINS]

@@ -13,9 +13,11 @@ from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import FAILED, PROPOSED, Node
+from evoforge.stages.branches import Branch
 from evoforge.stages.candidate import new_candidate
 from evoforge.stages.context import StageContext
 from evoforge.stages.item import Item
+from evoforge.stages.param_space import SpaceError, parse_space
 from evoforge.stages.prompts import (
     ideas_used,
     inspirations_used,
@@ -48,11 +50,27 @@ class Research(Stage):
         return await research(item, ctx)
 
 
+def branch_of(item: Item, ctx: StageContext) -> Branch | None:
+    """The plan branch the item was drawn for, as the current plan states it."""
+    if item.branch is None or ctx.plan is None:
+        return None
+    return next((b for b in ctx.plan.slots if b.id == item.branch), None)
+
+
+def declares_knobs(node: Node) -> bool:
+    """True when the node's program declares at least one knob."""
+    try:
+        return bool(parse_space(node.code))
+    except SpaceError:
+        return False
+
+
 async def research(item: Item, ctx: StageContext) -> StageResult:
     """A proposed candidate for `item`, or a failed one with the reason (sent to the commit)."""
     node = item.node.copy() if item.node is not None else new_candidate(item, ctx)
     prompt = research_messages(ctx.task, item.parent, item.inspirations, item.answer_format,
-                               item.knowledge)
+                               item.knowledge, branch=branch_of(item, ctx),
+                               knobs=ctx.config.param_search.enabled and declares_knobs(item.parent))
     start = time.perf_counter()
     try:
         completion = await ctx.llm.complete(

@@ -31,6 +31,9 @@ class RunStats:
     tokens_out: int = 0
     llm_s: float = 0.0
     eval_s: float = 0.0
+    eval_cpu_s: float = 0.0  # CPU seconds of every evaluation: candidates, trials, promotions
+    trials: int = 0  # Optuna trials evaluated (beyond each structure's own evaluation)
+    promotions: int = 0  # candidates re-evaluated at `full` by a promotion
     wasted_llm_s: float = 0.0  # LLM time of items later dropped or rolled back
     wasted_eval_s: float = 0.0  # evaluation time of rolled-back nodes
     patched_llm_s: float = 0.0  # LLM time (research + reflection) of items that were patched
@@ -42,6 +45,8 @@ class RunStats:
         self.tokens_out += node.tokens_out
         self.llm_s += node.llm_s
         self.eval_s += node.eval_s
+        self.eval_cpu_s += node.eval_cpu_s
+        self.trials += node.trials_run
         self.evaluations += node.was_evaluated
         self.reflected += "reflection:" in node.reflection
         if "reflection: patched" in node.reflection:
@@ -79,6 +84,7 @@ class RunStats:
         for node in nodes:
             if node.status.terminal:
                 stats.count(node)
+                stats.promotions += node.promoted_round is not None
                 stats.speculative_released += node.speculative_at is not None
                 stats.confirmed += node.speculative_at is not None and node.status == Status.EVALUATED
         return stats

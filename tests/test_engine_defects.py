@@ -22,9 +22,9 @@ from evoforge.infra.nodes import EVALUATED, SPECULATIVE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths
 from evoforge.stages.commit import Committer
+from evoforge.stages.leaderboard import leaderboard_md
 from evoforge.stages.pool import Pool
 from evoforge.stages.sample import make_sampler
-from evoforge.stages.snapshot import leaderboard_md
 from evoforge.stages.speculation import Reference, Speculation
 from evoforge.stages.stats import RunStats
 from tests.helpers import cli_env, read_status

@@ -12,12 +12,14 @@ from evoforge.infra.offline.analysis import simulated_analysis
 from evoforge.infra.offline.answer import render_answer
 from evoforge.infra.offline.judge import simulated_judge_answer
 from evoforge.infra.offline.mutate import mutate_program
+from evoforge.infra.offline.plan import simulated_plan_answer
 from evoforge.infra.offline.reflection import draw_decision, reflection_answer
 from evoforge.infra.prompt_format import (
     PROGRAM_HEADER,
     extract_program,
     is_analysis_prompt,
     is_judge_prompt,
+    is_plan_prompt,
     is_reflection_prompt,
     requested_format,
 )
@@ -42,6 +44,8 @@ def build_answer(prompt: str, rng: random.Random) -> str:
         return simulated_analysis(prompt, rng, PREFACE)
     if is_judge_prompt(prompt):
         return simulated_judge_answer(rng, PREFACE)
+    if is_plan_prompt(prompt):
+        return simulated_plan_answer(prompt, rng, PREFACE)
     program = extract_program(prompt)
     if program is None:
         return f"{PREFACE}: the prompt carries no '{PROGRAM_HEADER}' section, so I cannot edit it."

@@ -1,5 +1,6 @@
 """The offline proposer: an LLM backend that answers with real mutations instead of an LLM (and
-with a mechanical report to an analysis prompt, and no score to a judge prompt)."""
+with a mechanical report to an analysis prompt, no score to a judge prompt, and every slot kept
+to a plan prompt)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ from evoforge.infra.offline.analysis import offline_analysis
 from evoforge.infra.offline.answer import render_answer
 from evoforge.infra.offline.judge import offline_judge_answer
 from evoforge.infra.offline.mutate import mutate_program
+from evoforge.infra.offline.plan import offline_plan_answer
 from evoforge.infra.offline.reflection import reflection_answer
 from evoforge.infra.prompt_format import (
     PROGRAM_HEADER,
     extract_program,
     is_analysis_prompt,
     is_judge_prompt,
+    is_plan_prompt,
     is_reflection_prompt,
     requested_format,
 )
@@ -48,7 +51,8 @@ class OfflineBackend:
         self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int
     ) -> Completion:
         """One mutation of the program in the last user message, written as an LLM answer (an
-        analysis prompt gets the offline analyzer's report, a judge prompt an answer with no score).
+        analysis prompt gets the offline analyzer's report, a judge prompt an answer with no score, a
+        plan prompt every slot kept).
 
         ``temperature`` and ``max_tokens`` are part of the interface and have no effect here.
         """
@@ -58,6 +62,8 @@ class OfflineBackend:
             return self._completion(offline_analysis(prompt), started)
         if is_judge_prompt(prompt):
             return self._completion(offline_judge_answer(), started)
+        if is_plan_prompt(prompt):
+            return self._completion(offline_plan_answer(prompt), started)
         program = extract_program(prompt)
         if program is None:
             raise LLMError(f"offline proposer: the prompt carries no '{PROGRAM_HEADER}' section")

@@ -5,7 +5,11 @@ comments and formatting survive and the head and tail of the program stay byte-i
 edit whose result does not compile (when the parent did) is discarded and another is drawn.
 Most edits (~80%) perturb a numeric literal; the rest swap two adjacent independent
 statements, flip an operator (``+``/``-``, ``<``/``<=``, ``min``/``max``) or duplicate an
-augmented assignment with a perturbed copy.
+augmented assignment with a perturbed copy. Numbers inside ``knob(...)`` declarations belong to
+Optuna and ``n_jobs=`` values to the task, so neither is ever perturbed. When the block builds a
+scikit-learn pipeline with ``make_pipeline(...)`` and declares knobs, most mutations (~70%, and
+every one when no edit above applies) are a structural move of the pipeline instead (see
+``ml_moves``).
 """
 
 from __future__ import annotations
@@ -19,14 +23,18 @@ import re
 import tokenize
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from evoforge.infra.evolve_block import EditError, split_program
+from evoforge.infra.offline.ml_moves import builds_pipeline, ml_move
+from evoforge.infra.offline.mutation import Mutation
 from evoforge.infra.offline.source import Number, ProgramView, char_col, replace_span
+
+_KNOB_FUNCTION = "knob"  # the call that declares a tunable value (stages/param_space.py)
 
 _KINDS = ("literal", "swap", "operator", "duplicate")
 _KIND_WEIGHTS = (0.80, 0.10, 0.05, 0.05)
 _MORE_EDITS_P = 0.35  # chance of each further edit after the first
+_PIPELINE_MOVE_P = 0.7  # chance of a structural pipeline move, when the program has a pipeline
 _ATTEMPTS = 12
 _SIMPLE_STMTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)
 _FLIPS = {
@@ -43,19 +51,14 @@ _UNTUNABLE_TEXT = re.compile(r"0[xob]|.*[jJ]$", re.IGNORECASE)  # bit patterns, 
 _COMPARE_SYMBOLS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
-@dataclass(frozen=True)
-class Mutation:
-    """A mutated program and a one-line account of what changed."""
-
-    code: str
-    description: str
-
-
 def mutate_program(code: str, rng: random.Random, max_edits: int = 3) -> Mutation:
     """Apply 1..max_edits random edits to the EVOLVE block of ``code``; never returns ``code``."""
     if max_edits < 1:
         raise ValueError(f"max_edits must be at least 1, got {max_edits}")
     split = split_program(code)
+    move = _pipeline_move(code, rng, _PIPELINE_MOVE_P)
+    if move is not None:
+        return move
     for _ in range(_ATTEMPTS):
         edits = 1
         while edits < max_edits and rng.random() < _MORE_EDITS_P:
@@ -70,7 +73,17 @@ def mutate_program(code: str, rng: random.Random, max_edits: int = 3) -> Mutatio
         changed = split_program(current)
         if current != code and (changed.head, changed.tail) == (split.head, split.tail):
             return Mutation(code=current, description="; ".join(notes))
+    move = _pipeline_move(code, rng, 1.0)
+    if move is not None:
+        return move
     raise EditError("offline mutation found nothing to change in the EVOLVE block")
+
+
+def _pipeline_move(code: str, rng: random.Random, p: float) -> Mutation | None:
+    """With probability ``p``, a structural move of the block's sklearn pipeline; None without one."""
+    if not builds_pipeline(code) or (p < 1 and rng.random() >= p):
+        return None
+    return ml_move(code, rng)
 
 
 def _one_edit(code: str, rng: random.Random) -> tuple[str, str] | None:
@@ -90,10 +103,14 @@ def _one_edit(code: str, rng: random.Random) -> tuple[str, str] | None:
 
 
 def _edit_literal(view: ProgramView, rng: random.Random) -> tuple[str, str] | None:
+    frozen = _owned_numbers("".join(view.lines))
     numbers = [
         n
         for n in view.numbers
-        if view.first <= n.row <= view.last and n.tunable and not _UNTUNABLE_TEXT.match(n.text)
+        if view.first <= n.row <= view.last
+        and n.tunable
+        and (n.row, n.col) not in frozen
+        and not _UNTUNABLE_TEXT.match(n.text)
     ]
     if not numbers:
         return None
@@ -152,6 +169,7 @@ def _edit_duplicate(view: ProgramView, rng: random.Random) -> tuple[str, str] | 
         and node.lineno == node.end_lineno
         and view.inside(node)
         and view.owns_lines(node)
+        and not _declares_knob(node)
     ]
     if not sites:
         return None
@@ -215,6 +233,38 @@ def _format_float(new: float, old_text: str, old: float) -> str | None:
         if float(text) != old:
             return text if re.search(r"[.eE]", text) else text + ".0"
     return None
+
+
+def _owned_numbers(code: str) -> set[tuple[int, int]]:
+    """(row, column) of the numbers inside ``knob(...)`` calls and of ``n_jobs=`` values."""
+    owned: set[tuple[int, int]] = set()
+    depth, recent = 0, ("", "")
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            is_op = tok.type == tokenize.OP
+            if depth:
+                if is_op and tok.string in ("(", "[", "{"):
+                    depth += 1
+                elif is_op and tok.string in (")", "]", "}"):
+                    depth -= 1
+                elif tok.type == tokenize.NUMBER:
+                    owned.add(tok.start)
+            elif is_op and tok.string == "(" and recent[1] == _KNOB_FUNCTION:
+                depth = 1
+            elif tok.type == tokenize.NUMBER and recent == ("n_jobs", "="):
+                owned.add(tok.start)
+            if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+                recent = (recent[1], tok.string)
+    except (tokenize.TokenError, SyntaxError):
+        pass  # a program that does not tokenize to the end: the tokens read so far are all there are
+    return owned
+
+
+def _declares_knob(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == _KNOB_FUNCTION
+        for n in ast.walk(node)
+    )
 
 
 def _line_numbers(line: str) -> list[Number]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import FORMAT_DIFF, FORMAT_REWRITE
+from evoforge.stages.branch_shares import branch_parent
 from evoforge.stages.candidate import new_candidate
 from evoforge.stages.context import StageContext
 from evoforge.stages.item import Item
@@ -27,11 +28,24 @@ def choose_parent(ctx: StageContext) -> tuple[Node, int]:
 
 
 def draw_item(ctx: StageContext) -> Item:
-    """A new item designed against the current pool version."""
-    parent, island = choose_parent(ctx)
+    """A new item designed against the current pool version (for the plan branch furthest behind
+    its share, when a plan is on)."""
+    branch = None
+    if ctx.plan is not None:
+        chosen = ctx.shares.pick(ctx.plan)
+        ctx.shares.note(chosen.id)
+        branch = chosen.id
+        parent = branch_parent(chosen, ctx.pool, ctx.rng, ctx.config.search.exploitation)
+        if parent is None:
+            parent = ctx.pool.best_confirmed() or ctx.pool.best
+        assert parent is not None, "the plan's first branch needs an evaluated seed"
+        island = parent.island
+    else:
+        parent, island = choose_parent(ctx)
     item = Item(
         v_i=ctx.pool.v,
         parent=parent,
+        branch=branch,
         inspirations=pick_inspirations(ctx.pool, ctx.sampler, parent, ctx.rng,
                                        ctx.config.search.num_inspirations),
         answer_format=answer_form(ctx),

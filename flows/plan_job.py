@@ -1,0 +1,89 @@
+"""The plan agent as a round job: every `plan.every` rounds it reads the leaderboard and the
+health of each branch and keeps, refreshes or replaces each slot (stages/plan.py); the commit
+applies the new plan version (research_plan.md, a pool version bump, MLflow)."""
+
+from __future__ import annotations
+
+import logging
+
+from evoforge.flows.engine import Engine
+from evoforge.flows.rounds import RoundJob
+from evoforge.infra.nodes import EVALUATED, Node
+from evoforge.stages.branches import KillCriteria, Plan, branch_health, initial_plan, plan_md
+from evoforge.stages.commit import Committer
+from evoforge.stages.context import StageContext
+from evoforge.stages.plan import replan
+
+log = logging.getLogger("evoforge.plan")
+
+
+def plan_enabled(ctx: StageContext) -> bool:
+    """The plan agent runs when configured, by default on staged (pilot) tasks."""
+    enabled = ctx.config.plan.enabled
+    return ctx.task.staged if enabled is None else enabled
+
+
+def kill_criteria(ctx: StageContext) -> KillCriteria:
+    p = ctx.config.plan
+    return KillCriteria(stall_rounds=p.stall_rounds, max_invalid_rate=p.max_invalid_rate,
+                        min_candidates=p.min_candidates)
+
+
+def rounds_of(nodes: list[Node], size: int) -> dict[str, int]:
+    """The round each finished candidate finished in: its place in finishing order // size."""
+    finished = sorted((n for n in nodes if n.origin != "seed" and n.status.terminal),
+                      key=lambda n: (n.evaluated_at or n.created_at, n.id))
+    return {n.id: i // size for i, n in enumerate(finished)}
+
+
+def leaderboard_rows(nodes: list[Node], stage: str, maximize: bool, top: int = 15) -> list[dict]:
+    """The best evaluated candidates at the search stage, as rows for the plan prompt."""
+    scored = [n for n in nodes if n.status == EVALUATED and n.score(stage) is not None]
+    scored.sort(key=lambda n: n.score(stage), reverse=maximize)  # type: ignore[arg-type,return-value]
+    return [{"node": n.id, "branch": n.branch or "-", "score": n.score(stage), "full": n.score_full}
+            for n in scored[:top]]
+
+
+def start_plan(ctx: StageContext, committer: Committer, seeds: list[str]) -> Plan:
+    """The first plan of a run (version 1, round 0), applied directly: nothing runs yet."""
+    plan = initial_plan(ctx.task.description, ctx.config.plan.slots, kill_criteria(ctx), seeds)
+    health = branch_health(plan, [], lambda n: 0, 0, ctx.task.search_stage,
+                           ctx.task.direction == "maximize")
+    committer.rounds.record_plan(plan, plan_md(plan, health, [plan]))
+    ctx.plan = plan
+    return plan
+
+
+def plan_job(engine: Engine, ctx: StageContext, committer: Committer, size: int,
+             fresh: list[str]) -> RoundJob:
+    """The plan agent, every `plan.every` rounds."""
+
+    async def run(round_no: int) -> None:
+        nodes: list[Node] = await engine.in_commit(committer.nodes_now)
+        rounds = rounds_of(nodes, size)
+        stage, maximize = ctx.task.search_stage, ctx.task.direction == "maximize"
+        current = committer.rounds.plan
+        assert current is not None
+        llm = None if ctx.llm.name == "offline" else ctx.llm
+        plan, health, completion = await replan(
+            current, nodes, llm=llm, round=round_no, round_of=lambda n: rounds.get(n.id, round_no),
+            stage=stage, maximize=maximize, task_description=ctx.task.description,
+            leaderboard_rows=leaderboard_rows(nodes, stage, maximize),
+            temperature=ctx.config.llm.temperature, max_tokens=ctx.config.llm.max_tokens,
+            fresh_hypotheses=fresh)
+        text = plan_md(plan, health, [*committer.rounds.plans, plan])
+        retired = [b.id for b, _ in plan.retired if b.id not in {x.id for x, _ in current.retired}]
+        log.info("plan v%d at round %d by %s: %s; retired %s", plan.version, round_no, plan.author,
+                 ", ".join(f"{d.slot}:{d.action}" for d in plan.decisions), retired or "none")
+
+        def apply() -> None:
+            committer.rounds.record_plan(plan, text)
+            if completion is not None:
+                committer.stats.llm_s += completion.seconds
+                committer.stats.tokens_in += completion.tokens_in
+                committer.stats.tokens_out += completion.tokens_out
+            ctx.plan = plan
+
+        await engine.in_commit(apply)
+
+    return RoundJob("plan", ctx.config.plan.every, run)

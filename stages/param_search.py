@@ -1,0 +1,109 @@
+"""Param search (ml-evolve: "Optuna chooses the numbers"): an Optuna TPE study of each new
+structure's declared knobs, on the task's search stage.
+
+The stage plug-in runs behind the engineer (and its repairs). The engineer evaluated the
+structure with its declared defaults; this stage records that as the study's first trial and
+runs `param_search.trials` more (TPE, `n_startup_trials = param_search.startup`, seeded,
+`constant_liar` when `param_search.parallel > 1`), each a sandboxed evaluation on the run's
+evaluation runner, so they share the evaluation slots with the engineer and show as Prefect
+task runs `trial-<node>-<k>`. The study lives in `<run>/optuna.db`: a resumed run continues it
+and re-runs nothing finished. The node comes back with the best trial's score and parameters,
+the trial count and the saturation telemetry; the study itself travels on the item to the
+commit, which writes `param_trials/<node>.json` and one nested MLflow run per trial.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evoforge.infra.config import RunConfig
+from evoforge.infra.nodes import EVALUATED
+from evoforge.stages.context import StageContext
+from evoforge.stages.engineer import request_for
+from evoforge.stages.item import Item
+from evoforge.stages.param_space import SpaceError, parse_space
+from evoforge.stages.param_study import (
+    INTERRUPTED,
+    SOURCE_DEFAULT,
+    StudySettings,
+    TrialOutcome,
+    run_study,
+)
+from evoforge.stages.stage import Stage, StageResult, WorkerBounds
+
+TRIAL_RUN = "trial-{node}-{k}"  # the Prefect task run of one trial
+
+
+class ParamSearch(Stage):
+    """Tunes each evaluated structure's knobs with Optuna (`param_search.enabled`)."""
+
+    name = "param_search"
+    after = "engineer"
+
+    def enabled(self, cfg: RunConfig) -> bool:
+        return cfg.param_search.enabled
+
+    def workers(self, cfg: RunConfig) -> WorkerBounds:
+        # studies at once; their trials wait for the evaluation slots like the engineer does
+        return WorkerBounds(cfg.engine.workers.engineer, 1, cfg.engine.workers.engineer)
+
+    def skips(self, item: Item, ctx: StageContext) -> bool:
+        node = item.node
+        if node is None or node.status != EVALUATED or node.score(ctx.task.search_stage) is None:
+            return True
+        try:
+            return not parse_space(node.code)
+        except SpaceError:
+            return True
+
+    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+        return await param_search(item, ctx)
+
+
+def settings_for(cfg: RunConfig, direction: str, node_id: str) -> StudySettings:
+    """The study settings of one node: seeded by the run's seed and the node."""
+    seed = (cfg.seed * 1_000_003 + int(node_id[:8], 16)) % 2**31 if _hex(node_id) else cfg.seed
+    p = cfg.param_search
+    return StudySettings(trials=p.trials, startup=p.startup, parallel=p.parallel, seed=seed,
+                         direction=direction)
+
+
+def _hex(text: str) -> bool:
+    try:
+        int(text[:8], 16)
+    except ValueError:
+        return False
+    return True
+
+
+async def param_search(item: Item, ctx: StageContext) -> StageResult:
+    """Run (or continue) the node's study; its copy comes back with the best trial's numbers."""
+    assert item.node is not None and ctx.optuna_url is not None
+    node = item.node.copy()
+    stage = ctx.task.search_stage
+    space = parse_space(node.code)
+    spent = {"seconds": 0.0, "cpu_s": 0.0}
+
+    async def evaluate(k: int, params: dict[str, Any]) -> TrialOutcome:
+        request = request_for(node, ctx, params)
+        request = request.with_name(TRIAL_RUN.format(node=node.id, k=k))
+        report = await ctx.evaluations.run(request, None)
+        outcome = report.outcome
+        spent["seconds"] += outcome.seconds
+        spent["cpu_s"] += outcome.cpu_s or 0.0
+        return TrialOutcome(outcome.score if outcome.ok else None, outcome.error,
+                            outcome.seconds, outcome.cpu_s)
+
+    default = TrialOutcome(node.score_default, None, node.eval_s, node.eval_cpu_s or None)
+    result = await run_study(space, settings_for(ctx.config, ctx.task.direction, node.id),
+                             ctx.optuna_url, f"node-{node.id}", evaluate, default)
+    node.eval_s += spent["seconds"]
+    node.eval_cpu_s += spent["cpu_s"]
+    node.trials_run = sum(1 for t in result.trials
+                          if t.source != SOURCE_DEFAULT and t.error != INTERRUPTED)
+    node.saturation = dict(result.saturation)
+    if result.best_value is not None:
+        setattr(node, f"score_{stage}", result.best_value)
+        node.params = dict(result.best_params)
+    return StageResult(node, updates={"study": result})
+

@@ -1,0 +1,85 @@
+"""Promotion: who goes up, the pilot-vs-full comparison, and what the commit does with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from evoforge.infra.config import SearchConfig
+from evoforge.infra.nodes import EVALUATED, Node
+from evoforge.infra.nodestore import NodeStore
+from evoforge.infra.runfiles import RunPaths
+from evoforge.stages.commit import Committer
+from evoforge.stages.leaderboard import leaderboard_md
+from evoforge.stages.pool import Pool
+from evoforge.stages.promotion import Promoted, promotion_candidates, spearman, summarize
+from evoforge.stages.sample import make_sampler
+from evoforge.stages.stats import RunStats
+
+
+def _node(i: int, pilot: float, full: float | None = None, **kw) -> Node:
+    return Node(id=f"n{i}", run_id="r", code=f"x = {i}\n", status=EVALUATED, score_pilot=pilot,
+                score_full=full, branch="B1", **kw)
+
+
+def test_spearman_on_known_rankings():
+    assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3, 4], [40, 30, 20, 10]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3], [10, 30, 20]) == pytest.approx(0.5)
+    assert spearman([1, 2], [1, 2]) is None  # too few pairs
+    assert spearman([1, 1, 1], [1, 2, 3]) is None  # a constant side
+
+
+def test_candidates_are_the_top_pilot_nodes_not_yet_promoted():
+    pool = Pool(maximize=True, stage="pilot")
+    for i, (pilot, full) in enumerate([(0.9, 0.8), (0.8, None), (0.7, None), (0.6, None)]):
+        pool.add(_node(i, pilot, full, promoted_round=1 if full is not None else None))
+    assert [n.id for n in promotion_candidates(pool, 2)] == ["n1", "n2"]
+    assert pool.best.id == "n0" and pool.winner().id == "n0"  # winner: best at full
+
+
+def test_a_pilot_leader_that_falls_at_full_is_exposed_as_noisy():
+    nodes = [_node(0, 0.95, 0.70), _node(1, 0.90, 0.91), _node(2, 0.85, 0.90), _node(3, 0.80, 0.88)]
+    results = [Promoted(n.id, n.score_pilot, n.score_full, None, 1.0, 1.0) for n in nodes]
+    summary = summarize(1, results, nodes, maximize=True)
+    assert summary.noisy == ("n0",)  # pilot rank 1, full rank 4
+    assert set(summary.consistent) == {"n1", "n2", "n3"}
+    assert summary.spearman == pytest.approx(spearman([0.95, 0.9, 0.85, 0.8], [0.7, 0.91, 0.9, 0.88]))
+    assert summary.spearman < 0.5
+
+
+def test_minimised_tasks_rank_the_other_way():
+    nodes = [_node(0, 1.0, 1.0), _node(1, 2.0, 2.1), _node(2, 3.0, 3.2), _node(3, 4.0, 0.5)]
+    results = [Promoted(n.id, n.score_pilot, n.score_full, None, 0.0, 0.0) for n in nodes]
+    summary = summarize(2, results, nodes, maximize=False)
+    assert summary.noisy == ()  # n3 rose, nobody fell more than one place
+    assert summary.spearman == pytest.approx(spearman([1, 2, 3, 4], [1.0, 2.1, 3.2, 0.5]))
+
+
+def test_the_commit_folds_full_scores_in_and_moves_the_winner(tmp_path):
+    pool = Pool(maximize=True, stage="pilot")
+    nodes = [_node(0, 0.95), _node(1, 0.90), _node(2, 0.85)]
+    for n in nodes:
+        pool.add(n)
+    committer = Committer(NodeStore(tmp_path / "n.duckdb"), RunPaths(tmp_path), pool,
+                          make_sampler(SearchConfig()), RunStats(), "t")
+    v = pool.v
+    results = [Promoted("n0", 0.95, 0.70, None, 2.0, 1.5), Promoted("n1", 0.90, 0.92, None, 2.0, 1.5),
+               Promoted("n2", 0.85, None, "crashed at full", 1.0, 0.5)]
+    promoted = [n.copy(score_full=r.full) for n, r in zip(nodes, results, strict=True)]
+    committer.rounds.record_promotion(summarize(1, results, promoted, True))
+    committer.flush()
+    assert [n.score_full for n in nodes] == [0.70, 0.92, None]
+    assert all(n.promoted_round == 1 for n in nodes)
+    assert nodes[2].artifacts["promotion_error"] == "crashed at full"
+    assert pool.winner().id == "n1" and pool.best.id == "n0"  # selection still ranks by pilot
+    assert pool.v == v + 1  # the winner at full changed
+    assert committer.stats.promotions == 3 and committer.stats.eval_cpu_s == pytest.approx(3.5)
+    assert (tmp_path / "best" / "program.py").read_text() == nodes[1].code
+    stored = {n.id: n for n in committer.store.all()}
+    assert stored["n1"].score_full == 0.92 and stored["n1"].promoted_round == 1
+    board = leaderboard_md("t", pool, promotions=committer.rounds.promotions,
+                           history=committer.history.updates)
+    assert "ranked by the `pilot` score" in board
+    assert "| 1 | `n0` | B1 | 0.95 | 0.7 |" in board
+    assert "Winner so far: `n1`, full score 0.92 (pilot 0.9)" in board
+    assert "| 1 | 3 |" in board and "new_winner" in board
