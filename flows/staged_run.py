@@ -24,7 +24,7 @@ HYPOTHESIS_TAG = "hypothesis"  # cognition priors with this tag seed the first p
 def _hypotheses(session: Session) -> list[str]:
     task = session.ctx.task
     items = task_seeds(task.root, task.name)
-    return [f"{i.title}: {i.text.split('.')[0]}" for i in items if HYPOTHESIS_TAG in i.tags]
+    return [i.title for i in items if HYPOTHESIS_TAG in i.tags]
 
 
 def round_jobs(engine: Engine, session: Session) -> list[Callable[[], Awaitable[Any]]]:

@@ -118,14 +118,14 @@ def test_a_program_without_make_pipeline_or_knobs_gets_none_and_draws_nothing() 
     assert builds_pipeline(DIGITS)
 
 
-def test_mutate_program_moves_the_pipeline_most_of_the_time() -> None:
+def test_mutate_program_always_moves_the_pipeline_of_a_knob_program() -> None:
     rng = random.Random(9)
     structural = 0
     for _ in range(200):
         mutation = mutate_program(DIGITS, rng)
         parse_space(mutation.code)
         structural += mutation.description.split()[0] in ("replace", "add", "remove", "wrap", "unwrap")
-    assert 0.55 < structural / 200 < 0.85, structural
+    assert structural == 200
 
 
 def test_knob_literals_and_n_jobs_are_never_perturbed() -> None:

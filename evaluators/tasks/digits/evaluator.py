@@ -40,11 +40,12 @@ def evaluate(program_path, stage="full"):
         raise ValueError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
     build_model = _load_build_model(program_path)
     x_train, x_final, y_train, y_final = _splits()
+    spread = 0.0
     with threadpool_limits(limits=1):
         if stage == "pilot":
             accuracy, train_size, fits = _pilot(build_model, x_train, y_train)
         elif stage == "full":
-            accuracy, train_size, fits = _cross_validate(build_model, x_train, y_train)
+            accuracy, spread, train_size, fits = _cross_validate(build_model, x_train, y_train)
         else:
             accuracy = _fit_score(build_model, x_train, y_train, x_final, y_final)
             train_size, fits = len(y_train), 1
@@ -53,6 +54,7 @@ def evaluate(program_path, stage="full"):
         "combined_score": accuracy,
         "train_size": train_size,
         "fits": fits,
+        "accuracy_se": spread,  # full: standard error of the mean over the folds (0 elsewhere)
         "stage": stage,
     }
 
@@ -97,7 +99,7 @@ def _cross_validate(build_model, x, y):
     """Mean accuracy of repeated stratified K-fold cross-validation."""
     folds = RepeatedStratifiedKFold(n_splits=FULL_FOLDS, n_repeats=FULL_REPEATS, random_state=SEED)
     scores = [_fit_score(build_model, x[fit], y[fit], x[valid], y[valid]) for fit, valid in folds.split(x, y)]
-    return float(np.mean(scores)), len(y), len(scores)
+    return float(np.mean(scores)), float(np.std(scores) / np.sqrt(len(scores))), len(y), len(scores)
 
 
 def _fit_score(build_model, x_fit, y_fit, x_valid, y_valid):
