@@ -354,13 +354,16 @@ class Engine:
     async def _apply(self, kind: str, item: Any, snapshot: Node | None, queued_at: float) -> None:
         self.commit_wait_s += time.perf_counter() - queued_at
         if kind == _CALL:
-            apply, done = item
+            apply, done = item  # applied even when its caller was cancelled (the run stopping)
             try:
                 result = apply()
-            except BaseException as exc:  # the caller's await raises it (and fails the run)
-                done.set_exception(exc)
+            except BaseException as exc:
+                if done.cancelled():
+                    raise  # nobody awaits it any more: the commit's own failure, hence fatal
+                done.set_exception(exc)  # the caller's await raises it (and fails the run)
             else:
-                done.set_result(result)
+                if not done.cancelled():
+                    done.set_result(result)
             await self._notify()
             return
         if kind == _CHECKPOINT:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from optuna.distributions import (
@@ -95,6 +96,7 @@ class ParamSpace:
         return {knob.name: knob.distribution() for knob in self.knobs}
 
 
+@lru_cache(maxsize=4096)  # pure, and asked for the same program by several stages
 def parse_space(code: str) -> ParamSpace:
     """Read every ``knob(...)`` call in ``code`` into a ParamSpace; raise SpaceError on a bad one."""
     knobs: dict[str, Knob] = {}

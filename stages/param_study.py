@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import statistics
 import time
+import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -36,6 +38,8 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState, create_trial
 
 from evoforge.stages.param_space import ParamSpace
+
+log = logging.getLogger("evoforge.param_search")
 
 SOURCE_DEFAULT, SOURCE_TPE, SOURCE_RANDOM, SOURCE_RESUMED = "default", "tpe", "random", "resumed"
 INTERRUPTED = "interrupted (the run stopped mid-trial)"
@@ -202,7 +206,8 @@ async def _evaluate(evaluate: TrialEval, number: int, params: dict[str, Any]) ->
     start = time.monotonic()
     try:
         return await evaluate(number, params)
-    except Exception as exc:  # recorded as a FAIL trial with this error; the study goes on
+    except Exception as exc:  # recorded as a FAIL trial with this error (traceback in run.log)
+        log.error("trial %d failed outside its evaluation:\n%s", number, traceback.format_exc())
         return TrialOutcome(
             value=None, error=f"{type(exc).__name__}: {exc}", seconds=time.monotonic() - start
         )
