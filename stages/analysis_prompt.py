@@ -133,13 +133,19 @@ _INSTRUCTIONS = (
 
 
 def _value(node: Node) -> float | None:
-    """The node's score: full, else the partial score on its validation prefix."""
-    return node.score_full if node.score_full is not None else node.score_partial
+    """The node's score: full, else pilot (a staged task's search stage), else the partial score
+    on its validation prefix."""
+    for value in (node.score_full, node.score_pilot, node.score_partial):
+        if value is not None:
+            return value
+    return None
 
 
 def _own_score(node: Node) -> str:
     if node.score_full is not None:
         return _fmt(node.score_full)
+    if node.score_pilot is not None:
+        return f"{_fmt(node.score_pilot)} (pilot stage, best of its Optuna trials)"
     if node.score_partial is not None:
         return f"{_fmt(node.score_partial)} (partial, on its first {node.cases_done} validation cases)"
     return "none"

@@ -50,7 +50,7 @@ class Judge(Stage):
         return WorkerBounds.configured(cfg.engine.workers.research, cfg, cfg.adaptive.max_research)
 
     def skips(self, item: Item, ctx: StageContext) -> bool:
-        return item.node is None or item.node.status != EVALUATED or item.node.score_full is None
+        return item.node is None or item.node.status != EVALUATED or ctx.pool.value(item.node) is None
 
     async def run(self, item: Item, ctx: StageContext) -> StageResult:
         return await judge(item, ctx)
@@ -65,7 +65,9 @@ def judge_messages(node: Node, task: Task) -> list[dict[str, str]]:
     if len(block) > _MAX_BLOCK_CHARS:
         block = block[:_MAX_BLOCK_CHARS] + "\n# [... cut]"
     metrics = ", ".join(f"{k}={v:.6g}" for k, v in sorted(node.metrics.items())[:20]) or "none"
-    score = "none" if node.score_full is None else f"{node.score_full:.6g}"
+    value = node.score_full if node.score_full is not None else node.score_pilot
+    stage = " (pilot stage)" if node.score_full is None else ""
+    score = "none" if value is None else f"{value:.6g}{stage}"
     prompt = "\n".join([
         f"# Judging candidate {node.id} for task {task.name}",
         f"Objective: {task.objective} ({task.direction}); the candidate's score: {score}",
@@ -83,8 +85,8 @@ async def judge(item: Item, ctx: StageContext) -> StageResult:
     """Ask the LLM for the candidate's judge score; a copy of its node comes back with the score
     (or None), a note saying who gave it, and the call's cost."""
     assert item.node is not None
-    if item.node.status != EVALUATED or item.node.score_full is None:
-        return StageResult(item.node)  # only fully evaluated candidates are judged
+    if item.node.status != EVALUATED or ctx.pool.value(item.node) is None:
+        return StageResult(item.node)  # only evaluated candidates (at the search stage) are judged
     node = item.node.copy(judge_score=None)
     start = time.perf_counter()
     try:

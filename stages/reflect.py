@@ -33,7 +33,7 @@ def reflection_messages(item: Item, ctx: StageContext, history: PoolHistory) -> 
         f"A candidate was designed against pool version {item.v_i}; the pool is now at version "
         f"{ctx.pool.v}. Decide whether its change still adds value on top of what the pool has "
         f"learned since.",
-        f"## The candidate's change (on node {item.parent.id}, score {item.parent.score_full})",
+        f"## The candidate's change (on node {item.parent.id}, score {ctx.pool.value(item.parent)})",
         f"Motivation: {node.motivation.strip() or 'n/a'}",
         f"```diff\n{node.diff.rstrip()}\n```",
         f"## What changed in the pool since version {item.v_i}",
@@ -44,7 +44,7 @@ def reflection_messages(item: Item, ctx: StageContext, history: PoolHistory) -> 
     for update in history.since(item.v_i)[-_MAX_UPDATES:]:
         u = update.node
         parts.append(f"### v{update.v}: {update.kind.replace('_', ' ')} node {u.id}, score "
-                     f"{u.score_full if u.score_full is not None else u.score_partial}\n"
+                     f"{ctx.pool.value(u) if ctx.pool.value(u) is not None else u.score_partial}\n"
                      f"Motivation: {u.motivation.strip()[:400] or 'n/a'}\n```diff\n{u.diff.rstrip()}\n```")
     parts.append(render_program_section(best.code).replace("## Current program",
                                                            "## Current program (the pool's best)"))
