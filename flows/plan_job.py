@@ -8,11 +8,11 @@ import logging
 
 from evoforge.flows.engine import Engine
 from evoforge.flows.rounds import RoundJob
-from evoforge.infra.nodes import EVALUATED, Node
+from evoforge.infra.nodes import Node
 from evoforge.stages.branches import KillCriteria, Plan, branch_health, initial_plan, plan_md
 from evoforge.stages.commit import Committer
 from evoforge.stages.context import StageContext
-from evoforge.stages.plan import replan
+from evoforge.stages.plan import build_leaderboard, replan
 
 log = logging.getLogger("evoforge.plan")
 
@@ -34,14 +34,6 @@ def rounds_of(nodes: list[Node], size: int) -> dict[str, int]:
     finished = sorted((n for n in nodes if n.origin != "seed" and n.status.terminal),
                       key=lambda n: (n.evaluated_at or n.created_at, n.id))
     return {n.id: i // size for i, n in enumerate(finished)}
-
-
-def leaderboard_rows(nodes: list[Node], stage: str, maximize: bool, top: int = 15) -> list[dict]:
-    """The best evaluated candidates at the search stage, as rows for the plan prompt."""
-    scored = [n for n in nodes if n.status == EVALUATED and n.score(stage) is not None]
-    scored.sort(key=lambda n: n.score(stage), reverse=maximize)  # type: ignore[arg-type,return-value]
-    return [{"node": n.id, "branch": n.branch or "-", "score": n.score(stage), "full": n.score_full}
-            for n in scored[:top]]
 
 
 def start_plan(ctx: StageContext, committer: Committer, seeds: list[str]) -> Plan:
@@ -68,7 +60,7 @@ def plan_job(engine: Engine, ctx: StageContext, committer: Committer, size: int,
         plan, health, completion = await replan(
             current, nodes, llm=llm, round=round_no, round_of=lambda n: rounds.get(n.id, round_no),
             stage=stage, maximize=maximize, task_description=ctx.task.description,
-            leaderboard_rows=leaderboard_rows(nodes, stage, maximize),
+            leaderboard_rows=build_leaderboard(nodes, stage, maximize, limit=15),
             temperature=ctx.config.llm.temperature, max_tokens=ctx.config.llm.max_tokens,
             fresh_hypotheses=fresh)
         text = plan_md(plan, health, [*committer.rounds.plans, plan])
