@@ -25,6 +25,7 @@ from evoforge.stages.guardrails import GUARD, QUICK_TEST_PREFIX, static_violatio
 from evoforge.stages.item import Item
 from evoforge.stages.novelty import EmbeddingSimilarity, novelty_rejection
 from evoforge.stages.param_space import SpaceError, hardcoded_values, parse_space
+from evoforge.stages.param_study import TrialOutcome, stored_default, study_name_of
 from evoforge.stages.speculation import Reference
 from evoforge.stages.stage import COMMIT, Admission, Stage, StageResult, WorkerBounds
 from evoforge.stages.staleness import DROP, REFLECT, decide
@@ -101,6 +102,9 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
         return StageResult(node)
     node.hardcoded = hardcoded_values(node.code, owned_knobs(item))
     node.params = space.defaults()
+    earlier = earlier_defaults(node, ctx) if space else None
+    if earlier is not None:  # a resumed run: the study already holds the defaults' evaluation
+        return StageResult(settle_from_study(node, earlier, ctx.task.search_stage))
     request = request_for(node, ctx, node.params)
     release = None
     if request.speculation is not None and ctx.release is not None:
@@ -115,6 +119,24 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
     if space and settled.status == EVALUATED:
         settled.score_default = settled.score(ctx.task.search_stage)
     return StageResult(settled)
+
+
+def earlier_defaults(node: Node, ctx: StageContext) -> TrialOutcome | None:
+    """The defaults' evaluation an earlier session of the run stored as its study's trial 0."""
+    if ctx.optuna_url is None or not ctx.config.param_search.enabled:
+        return None
+    earlier = stored_default(ctx.optuna_url, study_name_of(node.id))
+    return earlier if earlier is not None and earlier.value is not None else None
+
+
+def settle_from_study(node: Node, earlier: TrialOutcome, stage: str) -> Node:
+    """The node evaluated with its defaults by an earlier session (not evaluated again)."""
+    setattr(node, f"score_{stage}", earlier.value)
+    node.score_default, node.status, node.evaluated_at = earlier.value, EVALUATED, time.time()
+    node.eval_s += earlier.seconds
+    node.eval_cpu_s += earlier.cpu_s or 0.0
+    node.artifacts["defaults"] = "evaluated by an earlier session of the run (its study's trial 0)"
+    return node
 
 
 def owned_knobs(item: Item) -> set[str]:

@@ -28,6 +28,7 @@ from evoforge.stages.param_study import (
     StudySettings,
     TrialOutcome,
     run_study,
+    study_name_of,
 )
 from evoforge.stages.stage import Stage, StageResult, WorkerBounds
 
@@ -96,7 +97,7 @@ async def param_search(item: Item, ctx: StageContext) -> StageResult:
 
     default = TrialOutcome(node.score_default, None, node.eval_s, node.eval_cpu_s or None)
     result = await run_study(space, settings_for(ctx.config, ctx.task.direction, node.id),
-                             ctx.optuna_url, f"node-{node.id}", evaluate, default)
+                             ctx.optuna_url, study_name_of(node.id), evaluate, default)
     node.eval_s += spent["seconds"]
     node.eval_cpu_s += spent["cpu_s"]
     node.trials_run = sum(1 for t in result.trials

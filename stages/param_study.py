@@ -28,6 +28,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 import optuna
@@ -120,7 +121,7 @@ def make_sampler(settings: StudySettings, resumed_trials: int = 0) -> TPESampler
 def open_study(settings: StudySettings, storage_url: str, study_name: str) -> optuna.Study:
     """Create the study in ``storage_url``, or load it when an earlier run created it."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = RDBStorage(storage_url)
+    storage = _storage(storage_url)
     study = optuna.create_study(
         storage=storage,
         sampler=make_sampler(settings, _stored_trials(storage, study_name)),
@@ -248,6 +249,36 @@ def _default_trial(
         distributions=distributions,
         user_attrs={"source": SOURCE_DEFAULT, **_attrs(outcome, error)},
     )
+
+
+@lru_cache(maxsize=8)
+def _storage(url: str) -> RDBStorage:
+    """One storage object per URL, shared by every study of the run (its engine opens once)."""
+    return RDBStorage(url)
+
+
+def study_name_of(node_id: str) -> str:
+    """The name of a node's study in the run's Optuna storage."""
+    return f"node-{node_id}"
+
+
+def stored_default(storage_url: str, study_name: str) -> TrialOutcome | None:
+    """The structure's defaults as an earlier session of the run evaluated them (the study's
+    trial 0), or None when no study of that name holds a finished one: a resumed run reuses it
+    instead of evaluating the defaults again."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = _storage(storage_url)
+    try:
+        study_id = storage.get_study_id_from_name(study_name)
+    except KeyError:  # no study yet
+        return None
+    for trial in storage.get_all_trials(study_id, deepcopy=False, states=_FINISHED):
+        if _source(trial) == SOURCE_DEFAULT:
+            attrs = trial.user_attrs
+            value = trial.value if trial.state == TrialState.COMPLETE else None
+            return TrialOutcome(value, attrs.get("error"), float(attrs.get("seconds") or 0.0),
+                                attrs.get("cpu_s"))
+    return None
 
 
 def _stored_trials(storage: RDBStorage, study_name: str) -> int:

@@ -221,8 +221,9 @@ class Pool:
                 judge_scale: float = 1.0, stage: str = "full") -> Pool:
         """The pool as it was, from the node database (resume); no judge unless a weight is given."""
         pool = cls(maximize=maximize, judge_weight=judge_weight, judge_scale=judge_scale, stage=stage)
-        for node in nodes:
-            pool.remember(node.code, node.id)
+        for node in nodes:  # as the commit does: a program counts as seen once it was evaluated,
+            if node.was_evaluated:  # so a resumed proposal is not a duplicate of itself
+                pool.remember(node.code, node.id)
         members = [n for n in nodes if n.status == EVALUATED and n.score(stage) is not None]
         for node in members:  # no new-best bookkeeping per node: one sort at the end
             pool.nodes.append(node)

@@ -59,7 +59,9 @@ def test_kill_9_then_rerun_finishes_the_budget_exactly(tmp_path):
     assert sum(n.was_evaluated for n in after) == 30
     for node_id, when in evaluated_before.items():  # not lost, not evaluated again
         assert by_id[node_id].evaluated_at == when
-    assert all(by_id[i].status != PROPOSED for i in in_flight)  # re-queued and finished
+    assert all(by_id[i].status != PROPOSED for i in in_flight)  # re-queued and finished,
+    copies = [i for i in in_flight if f"duplicate of node {i}" in (by_id[i].error or "")]
+    assert copies == []  # and not rejected as a duplicate of itself
     assert not [n for n in after if n.status == PROPOSED]
     status = read_status(run_dir)
     assert status["state"] == "finished" and status["evaluations"] == 30
