@@ -65,12 +65,9 @@ async def evaluate_program(
     scratch_root: Path | None = None,
 ) -> EvalOutcome:
     """Run ``task``'s evaluator on ``code`` at ``stage`` with parameter values ``params``; judge it."""
-    start = time.monotonic()
-    args, files = _settings_args(task, stage, params)
-    result = await run_harness(
-        task, code, args + _harness_args(task), limits=limits, scratch_root=scratch_root, files=files
-    )
-    return judge(task, result, time.monotonic() - start)
+    result, seconds = await _run_at_stage(task, code, stage, params, _harness_args(task), limits,
+                                          scratch_root)
+    return judge(task, result, seconds)
 
 
 async def quick_test_program(
@@ -86,11 +83,9 @@ async def quick_test_program(
     if task.quick_test is None:
         raise ValueError(f"task '{task.name}' declares no quick test")
     quick = replace(limits or SandboxLimits(), timeout_s=task.quick_test.timeout_s, cpu_s=None)
-    start = time.monotonic()
-    args, files = _settings_args(task, stage, params)
-    result = await run_harness(task, code, [*args, "--function", task.quick_test.function],
-                               limits=quick, scratch_root=scratch_root, files=files)
-    outcome = _outcome(result, time.monotonic() - start)
+    result, seconds = await _run_at_stage(task, code, stage, params,
+                                          ["--function", task.quick_test.function], quick, scratch_root)
+    outcome = _outcome(result, seconds)
     outcome.error = _run_failure(result, result.payload or {})
     outcome.ok = outcome.error is None
     return outcome
@@ -129,6 +124,17 @@ async def run_harness(
         if not prepare.done():  # cancelled mid-copy: let the copy finish, then delete it
             await asyncio.wait({prepare})
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def _run_at_stage(task: Task, code: str, stage: str, params: dict[str, Any] | None,
+                        extra: list[str], limits: SandboxLimits | None,
+                        scratch_root: Path | None) -> tuple[SandboxResult, float]:
+    """The harness run with the stage and parameter values, plus `extra` arguments; and its seconds."""
+    start = time.monotonic()
+    args, files = _settings_args(task, stage, params)
+    result = await run_harness(task, code, args + extra, limits=limits, scratch_root=scratch_root,
+                               files=files)
+    return result, time.monotonic() - start
 
 
 def _prepare(task: Task, code: str, workdir: Path, files: dict[str, str]) -> None:

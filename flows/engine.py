@@ -357,7 +357,7 @@ class Engine:
             apply, done = item  # applied even when its caller was cancelled (the run stopping)
             try:
                 result = apply()
-            except BaseException as exc:
+            except Exception as exc:
                 if done.cancelled():
                     raise  # nobody awaits it any more: the commit's own failure, hence fatal
                 done.set_exception(exc)  # the caller's await raises it (and fails the run)

@@ -104,7 +104,7 @@ def _one_edit(code: str, rng: random.Random) -> tuple[str, str] | None:
 
 
 def _edit_literal(view: ProgramView, rng: random.Random) -> tuple[str, str] | None:
-    frozen = _owned_numbers("".join(view.lines))
+    frozen = _owned_numbers(view.tokens)
     numbers = [
         n
         for n in view.numbers
@@ -236,28 +236,25 @@ def _format_float(new: float, old_text: str, old: float) -> str | None:
     return None
 
 
-def _owned_numbers(code: str) -> set[tuple[int, int]]:
+def _owned_numbers(tokens: list[tokenize.TokenInfo]) -> set[tuple[int, int]]:
     """(row, column) of the numbers inside ``knob(...)`` calls and of ``n_jobs=`` values."""
     owned: set[tuple[int, int]] = set()
     depth, recent = 0, ("", "")
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
-            is_op = tok.type == tokenize.OP
-            if depth:
-                if is_op and tok.string in ("(", "[", "{"):
-                    depth += 1
-                elif is_op and tok.string in (")", "]", "}"):
-                    depth -= 1
-                elif tok.type == tokenize.NUMBER:
-                    owned.add(tok.start)
-            elif is_op and tok.string == "(" and recent[1] == _KNOB_FUNCTION:
-                depth = 1
-            elif tok.type == tokenize.NUMBER and recent == ("n_jobs", "="):
+    for tok in tokens:
+        is_op = tok.type == tokenize.OP
+        if depth:
+            if is_op and tok.string in ("(", "[", "{"):
+                depth += 1
+            elif is_op and tok.string in (")", "]", "}"):
+                depth -= 1
+            elif tok.type == tokenize.NUMBER:
                 owned.add(tok.start)
-            if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
-                recent = (recent[1], tok.string)
-    except (tokenize.TokenError, SyntaxError):
-        pass  # a program that does not tokenize to the end: the tokens read so far are all there are
+        elif is_op and tok.string == "(" and recent[1] == _KNOB_FUNCTION:
+            depth = 1
+        elif tok.type == tokenize.NUMBER and recent == ("n_jobs", "="):
+            owned.add(tok.start)
+        if tok.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
+            recent = (recent[1], tok.string)
     return owned
 
 
