@@ -10,8 +10,6 @@ saying so and never fails the candidate.
 
 from __future__ import annotations
 
-import time
-
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
 from evoforge.infra.nodes import Node
@@ -20,6 +18,7 @@ from evoforge.stages.analysis_prompt import analysis_messages
 from evoforge.stages.authorship import answer_author, answer_label
 from evoforge.stages.context import StageContext
 from evoforge.stages.item import Item
+from evoforge.stages.llm_call import ask_llm
 from evoforge.stages.stage import Stage, StageResult, WorkerBounds
 
 ANALYSIS_BY = "analysis_by"  # node.artifacts key: who wrote the report (LLM, offline, simulated)
@@ -54,18 +53,12 @@ async def analyze(item: Item, ctx: StageContext) -> StageResult:
         return StageResult(item.node)  # nothing ran, nothing to analyse
     node = item.node.copy()
     messages = analysis_messages(item, ctx)
-    start = time.perf_counter()
     try:
-        completion = await ctx.llm.complete(messages, temperature=ctx.config.llm.temperature,
-                                            max_tokens=ctx.config.llm.max_tokens)
+        completion = await ask_llm(ctx, node, messages)
     except LLMError as exc:
-        node.llm_s += time.perf_counter() - start
         node.analysis = failed_report(node, ctx.llm, exc)
         node.artifacts[ANALYSIS_BY] = f"nobody: the analysis call failed ({exc})"
         return StageResult(node)
-    node.llm_s += completion.seconds
-    node.tokens_in += completion.tokens_in
-    node.tokens_out += completion.tokens_out
     sections, lessons = parse_analysis(completion.text)
     node.analysis = render_report(node, completion, sections, lessons)
     node.artifacts[ANALYSIS_BY] = answer_author(completion, "analyzer")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
 from pathlib import PurePath
 
 from evoforge.evaluators.task import EVALUATOR, Task
@@ -27,6 +26,7 @@ from evoforge.infra.prompt_format import render_program_section
 from evoforge.stages.context import StageContext
 from evoforge.stages.guardrails import GUARD, QUICK_TEST_PREFIX
 from evoforge.stages.item import Item
+from evoforge.stages.llm_call import ask_llm
 from evoforge.stages.prompts import DIFF_RULES, SYSTEM
 from evoforge.stages.research import unified_diff
 from evoforge.stages.stage import Stage, StageResult, WorkerBounds
@@ -139,17 +139,10 @@ async def debug(item: Item, ctx: StageContext) -> StageResult:
     node = crashed.copy()
     attempt = attempt_record(crashed)
     node.attempts.append(attempt)
-    start = time.perf_counter()
     try:
-        completion = await ctx.llm.complete(repair_messages(ctx.task, crashed),
-                                            temperature=ctx.config.llm.temperature,
-                                            max_tokens=ctx.config.llm.max_tokens)
+        completion = await ask_llm(ctx, node, repair_messages(ctx.task, crashed))
     except LLMError as exc:
-        node.llm_s += time.perf_counter() - start
         return _unrepaired(node, attempt, f"LLM call failed: {exc}")
-    node.llm_s += completion.seconds
-    node.tokens_in += completion.tokens_in
-    node.tokens_out += completion.tokens_out
     try:
         parsed = parse_answer(completion.text)
         code = apply_answer(crashed.code, parsed)

@@ -13,8 +13,6 @@ would not start).
 
 from __future__ import annotations
 
-import time
-
 from evoforge.evaluators.task import Task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.evolve_block import EditError, split_program
@@ -24,6 +22,7 @@ from evoforge.infra.prompt_format import JUDGE_MARKER, parse_judge_score
 from evoforge.stages.authorship import OFFLINE, answer_author, answer_kind
 from evoforge.stages.context import StageContext
 from evoforge.stages.item import Item
+from evoforge.stages.llm_call import ask_llm
 from evoforge.stages.stage import Stage, StageResult, WorkerBounds
 
 JUDGE_NOTE = "judge"  # node.artifacts key: the judge's score and who gave it, or why there is none
@@ -88,18 +87,11 @@ async def judge(item: Item, ctx: StageContext) -> StageResult:
     if item.node.status != EVALUATED or ctx.pool.value(item.node) is None:
         return StageResult(item.node)  # only evaluated candidates (at the search stage) are judged
     node = item.node.copy(judge_score=None)
-    start = time.perf_counter()
     try:
-        completion = await ctx.llm.complete(judge_messages(node, ctx.task),
-                                            temperature=ctx.config.llm.temperature,
-                                            max_tokens=ctx.config.llm.max_tokens)
+        completion = await ask_llm(ctx, node, judge_messages(node, ctx.task))
     except LLMError as exc:
-        node.llm_s += time.perf_counter() - start
         node.artifacts[JUDGE_NOTE] = f"no score: the judge call failed ({exc})"
         return StageResult(node)
-    node.llm_s += completion.seconds
-    node.tokens_in += completion.tokens_in
-    node.tokens_out += completion.tokens_out
     score = parse_judge_score(completion.text)
     author = answer_author(completion, "judge")
     if score is not None:

@@ -6,8 +6,6 @@ here; kept and patched ones go back to the engineer, dropped ones to the commit.
 
 from __future__ import annotations
 
-import time
-
 from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
@@ -17,6 +15,7 @@ from evoforge.infra.prompt_format import REFLECT_MARKER, parse_decision, render_
 from evoforge.stages.context import StageContext
 from evoforge.stages.history import PoolHistory
 from evoforge.stages.item import Item
+from evoforge.stages.llm_call import ask_llm
 from evoforge.stages.prompts import DIFF_RULES, SYSTEM
 from evoforge.stages.research import unified_diff
 from evoforge.stages.stage import COMMIT, Stage, StageResult, WorkerBounds
@@ -78,17 +77,11 @@ async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> StageR
     node, best = item.node.copy(), ctx.pool.best
     back = {"reflected": True}
     messages = reflection_messages(item, ctx, history)
-    start = time.perf_counter()
     try:
-        completion = await ctx.llm.complete(messages, temperature=ctx.config.llm.temperature,
-                                            max_tokens=ctx.config.llm.max_tokens)
+        completion = await ask_llm(ctx, node, messages)
     except LLMError as exc:
-        node.llm_s += time.perf_counter() - start
         node.reflection += f"; reflection call failed ({exc}): kept"
         return StageResult(node, updates=back)
-    node.llm_s += completion.seconds
-    node.tokens_in += completion.tokens_in
-    node.tokens_out += completion.tokens_out
     decision = parse_decision(completion.text)
     if decision == "drop":
         node.status, node.reflection = STALE, node.reflection + "; reflection: dropped"
