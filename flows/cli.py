@@ -1,16 +1,18 @@
-"""The `evoforge` command line: run, status, leaderboard, best, llm-sim, bench, cognition."""
+"""The `evoforge` command line: run, status, leaderboard, best, report, tasks, llm-sim, bench, cognition."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from evoforge.flows import prefect_env  # noqa: F401  (Prefect settings before Prefect loads)
 from evoforge.flows.bench_cli import add_bench_parser, run_bench
 from evoforge.flows.cognition_cli import add_cognition_parser, run_cognition
+from evoforge.infra.config import RunConfig
 from evoforge.infra.llm_sim import cli_args as sim_args
 
 USER_ERROR, ENGINE_ERROR, INTERRUPTED = 2, 1, 130
@@ -31,8 +33,29 @@ def _parse_workers(text: str) -> dict[str, int]:
     return out
 
 
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got '{text}'")
+    return int(text)
+
+
+def _run_target(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN",
+                        help="a run folder, or a task name (its run in the workspace)")
+    parser.add_argument("--workspace", default=RunConfig().workspace,
+                        help="where task-name runs live (default evoforge-runs)")
+
+
+def _version() -> str:
+    try:
+        return f"evoforge {metadata.version('evoforge')}"
+    except metadata.PackageNotFoundError:
+        return "evoforge (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evoforge", description=__doc__)
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="evolve a task's program")
@@ -58,15 +81,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress line")
 
     status = sub.add_parser("status", help="a run's status (works while it runs)")
-    status.add_argument("run_dir", type=Path)
+    _run_target(status)
     status.add_argument("--json", action="store_true")
     board = sub.add_parser("leaderboard", help="a run's best candidates")
-    board.add_argument("run_dir", type=Path)
+    _run_target(board)
+    board.add_argument("--top", type=_positive, metavar="N", help="only the best N (from leaderboard.json)")
+    board.add_argument("--json", action="store_true", help="rows as JSON")
     best = sub.add_parser("best", help="write a run's best program (stdout or -o FILE)")
-    best.add_argument("run_dir", type=Path)
+    _run_target(best)
     best.add_argument("-o", "--output", type=Path)
     report = sub.add_parser("report", help="write and print a run's report.md (origins, lessons)")
-    report.add_argument("run_dir", type=Path)
+    _run_target(report)
+    sub.add_parser("tasks", help="list the built-in tasks")
     sim = sub.add_parser("llm-sim", help="local OpenAI-compatible LLM simulator (no real LLM)")
     sim_args.add_arguments(sim)
     add_bench_parser(sub)
@@ -144,14 +170,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if ns.command == "run":
             return cmd_run(ns)
-        if ns.command == "status":
-            return commands.cmd_status(ns.run_dir, ns.json)
-        if ns.command == "leaderboard":
-            return commands.cmd_leaderboard(ns.run_dir)
-        if ns.command == "best":
-            return commands.cmd_best(ns.run_dir, ns.output)
-        if ns.command == "report":
-            return commands.cmd_report(ns.run_dir)
+        if ns.command in ("status", "leaderboard", "best", "report"):
+            run_dir = commands.resolve_run_dir(ns.run_dir, ns.workspace)
+            if ns.command == "status":
+                return commands.cmd_status(run_dir, ns.json)
+            if ns.command == "leaderboard":
+                return commands.cmd_leaderboard(run_dir, ns.top, ns.json)
+            if ns.command == "best":
+                return commands.cmd_best(run_dir, ns.output)
+            return commands.cmd_report(run_dir)
+        if ns.command == "tasks":
+            return commands.cmd_tasks()
         if ns.command == "bench":
             return run_bench(ns)
         if ns.command == "cognition":

@@ -23,6 +23,21 @@ def _alive(pid: Any) -> bool:
     return True
 
 
+def resolve_run_dir(target: str | Path, workspace: str | Path) -> Path:
+    """The run folder `target` names: a folder holding a run, else the run of that task name in
+    the workspace (`evoforge status circle_packing`)."""
+    given = Path(target)
+    if (given / "status.json").is_file() or (given / "nodes.duckdb").is_file():
+        return given
+    in_workspace = Path(workspace) / str(target)
+    if given.name == str(target) and in_workspace.is_dir():
+        return in_workspace
+    if given.is_dir():
+        return given  # a folder without a run: the command says so
+    raise NoRunError(f"no evoforge run '{target}': not a run folder, and no run of that task in "
+                     f"{Path(workspace)}/ (pass the run folder, or --workspace)")
+
+
 def load_status(run_dir: Path) -> dict[str, Any]:
     """The run's latest status snapshot; a 'running' run whose process is gone says so."""
     paths = RunPaths(run_dir)
@@ -41,14 +56,27 @@ def stage_note(status: dict[str, Any]) -> str:
     return f", {status['best_stage']} stage"
 
 
+# The counts the text shows, each under its status.json key, so the two views cannot disagree.
+EVALUATION_COUNTS = (("accepted", "nodes_evaluated"), ("failed", "failed_evaluation"),
+                     ("pruned", "pruned"), ("rolled back", "rolled_back"))
+REJECTION_COUNTS = (("unusable answer", "failed_research"), ("duplicate", "duplicates_rejected"),
+                    ("guard", "failed_guard"), ("internal", "failed_internal"), ("stale", "dropped_stale"))
+
+
+def _counts(status: dict[str, Any], counts: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{status.get(key, 0)} {label}" for label, key in counts)
+
+
 def status_text(status: dict[str, Any]) -> str:
+    """The status as text: every count is a status.json value, named after its key."""
     best = status.get("best_score")
+    rejected = sum(status.get(key, 0) for _, key in REJECTION_COUNTS)
     lines = [
         f"task          {status.get('task')}  (run {status.get('run_id')}, {status.get('state')})",
         f"backend       {status.get('backend')} {status.get('model') or ''}".rstrip(),
         f"evaluations   {status['evaluations']} / {status.get('max_evals')}"
-        f"  ({status['nodes_evaluated']} accepted, {_failed_evaluations(status)} failed"
-        f"{_pruned(status)}; {_rejected(status)} rejected before evaluation)",
+        f"  ({_counts(status, EVALUATION_COUNTS)})",
+        f"not evaluated {rejected}  ({_counts(status, REJECTION_COUNTS)})",
         f"best          {best if best is not None else '-'}  (node {status.get('best_node')}"
         f"{stage_note(status)})",
         f"rate          {status['candidates_per_min']} candidates/min over {status['wall_s']:.1f} s",
@@ -59,33 +87,43 @@ def status_text(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _rejected(status: dict[str, Any]) -> int:
-    """Proposals that never reached an evaluation: unusable answers, duplicates, stale drops."""
-    return status["failed_research"] + status["duplicates_rejected"] + status.get("dropped_stale", 0)
-
-
-def _pruned(status: dict[str, Any]) -> str:
-    parts = [f"{status[k]} {label}" for k, label in (("pruned", "pruned"), ("rolled_back", "rolled back"))
-             if status.get(k)]
-    return (", " + ", ".join(parts)) if parts else ""
-
-
-def _failed_evaluations(status: dict[str, Any]) -> int:
-    return (status["evaluations"] - status["nodes_evaluated"] - status.get("pruned", 0)
-            - status.get("rolled_back", 0))
-
-
 def cmd_status(run_dir: Path, as_json: bool) -> int:
     status = load_status(run_dir)
     print(json.dumps(status, indent=2) if as_json else status_text(status))
     return 0
 
 
-def cmd_leaderboard(run_dir: Path) -> int:
-    path = RunPaths(run_dir).leaderboard
-    if not path.is_file():
+def cmd_leaderboard(run_dir: Path, top: int | None = None, as_json: bool = False) -> int:
+    """Print the leaderboard: leaderboard.md as written, or its top rows (as JSON with `as_json`)."""
+    paths = RunPaths(run_dir)
+    if not paths.leaderboard.is_file():
         raise NoRunError(f"no evoforge run in {run_dir} (no leaderboard.md)")
-    print(path.read_text(), end="")
+    if top is None and not as_json:
+        print(paths.leaderboard.read_text(), end="")
+        return 0
+    rows = read_json(paths.leaderboard_json)
+    if rows is None:
+        raise NoRunError(f"the run in {run_dir} has no leaderboard.json (written by evoforge 0.2 on)")
+    rows = rows[:top] if top is not None else rows
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for row in rows:
+        stage = f" ({row['stage']})" if row["stage"] != "full" else ""
+        print(f"{row['rank']:>3}  {row['node']}  {row['score']}{stage}  gen {row['generation']}  "
+              f"{row['motivation'][:70]}")
+    return 0
+
+
+def cmd_tasks() -> int:
+    """List the built-in tasks with their objective and description."""
+    from evoforge.evaluators.task import builtin_task_names, load_task
+
+    for name in builtin_task_names():
+        task = load_task(name)
+        stages = "/".join(s.name for s in task.stages)
+        about = " ".join(task.description.split())[:80]
+        print(f"{name:<16} {task.direction} {task.objective:<14} stages {stages:<16} {about}")
     return 0
 
 

@@ -8,6 +8,9 @@ DEFAULTS = {
     "PREFECT_LOGGING_LEVEL": "WARNING",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_RESULTS_PERSIST_BY_DEFAULT": "false",
+    # the ephemeral server takes ~10 s to start on 2 idle cores; Prefect gives up after 20 s, which a
+    # busy machine exceeds (measured: a start under load timed out); waiting longer costs nothing
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
 }
 
 

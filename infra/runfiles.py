@@ -29,12 +29,25 @@ class RunPaths:
         return self.root / "leaderboard.md"
 
     @property
+    def leaderboard_json(self) -> Path:
+        return self.root / "leaderboard.json"
+
+    @property
     def best_program(self) -> Path:
         return self.root / "best" / "program.py"
 
     @property
     def report(self) -> Path:
         return self.root / "report.md"
+
+    @property
+    def figures(self) -> Path:
+        """The report's PNG plots (report.md links them as `report/<name>.png`)."""
+        return self.root / "report"
+
+    @property
+    def timeline(self) -> Path:
+        return self.root / "timeline.jsonl"
 
     @property
     def log(self) -> Path:

@@ -23,7 +23,7 @@ from evoforge.infra.tracking import Tracker
 from evoforge.stages.case_order import CaseOrder
 from evoforge.stages.history import NEW_BEST, ROLLBACK, SPECULATIVE_BEST, PoolHistory
 from evoforge.stages.item import Item
-from evoforge.stages.leaderboard import leaderboard_md
+from evoforge.stages.leaderboard import leaderboard_md, leaderboard_rows
 from evoforge.stages.param_space import parse_space
 from evoforge.stages.param_study import StudyResult, trials_json
 from evoforge.stages.pool import Pool
@@ -245,7 +245,7 @@ class Committer:
         return SlowWrite(work, done)
 
     def write_snapshot(self, extra: dict[str, Any]) -> dict[str, Any]:
-        """Rewrite status.json and leaderboard.md; returns the status."""
+        """Rewrite status.json, leaderboard.md and leaderboard.json; returns the status."""
         status = status_dict(self.stats, self.pool, self.wall_s(),
                              {"commit_busy_s": round(self.busy_s, 3),
                               "lessons_written": self.lessons_written, **extra})
@@ -253,6 +253,8 @@ class Committer:
         write_atomic(self.paths.leaderboard, leaderboard_md(
             self.task_name, self.pool, plan=self.rounds.plan, history=self.history.updates,
             promotions=self.rounds.promotions))
+        rows = leaderboard_rows(self.pool, top=100)
+        write_atomic(self.paths.leaderboard_json, json.dumps(rows, indent=2, default=str) + "\n")
         return status
 
     def _write_node_files(self, item: Item) -> None:

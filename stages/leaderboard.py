@@ -9,6 +9,7 @@ here: they live in report.md, written after the search.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from evoforge.infra.nodes import SPECULATIVE, Node
 from evoforge.stages.branches import Plan
@@ -56,6 +57,17 @@ def _staged_rows(nodes: Sequence[Node]) -> list[str]:
                     f"{_fmt(n.score_full)} | {_knobs(n)} | {n.trials_run} | `{n.parent_id or '-'}` | "
                     f"{_motivation(n)} |")
     return rows
+
+
+def leaderboard_rows(pool: Pool, top: int = 20) -> list[dict[str, Any]]:
+    """The top `top` candidates as plain rows (leaderboard.json, `leaderboard --json`, Prefect's
+    table artifact): every score named by its stage."""
+    return [{"rank": rank, "node": n.id, "score": pool.value(n), "stage": pool.stage,
+             "score_pilot": n.score_pilot, "score_full": n.score_full,
+             "speculative": n.status == SPECULATIVE, "branch": n.branch, "generation": n.generation,
+             "parent": n.parent_id, "origin": n.origin, "backend": n.backend, "model": n.model,
+             "params": dict(n.params), "motivation": " ".join(n.motivation.split())[:200]}
+            for rank, n in enumerate(pool.ranked()[:top], 1)]
 
 
 def leaderboard_md(task_name: str, pool: Pool, top: int = 20, plan: Plan | None = None,
