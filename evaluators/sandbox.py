@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import math
 import os
 import resource
 import signal
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -34,6 +36,10 @@ from evoforge.evaluators.cgroup_pids import PidsCgroup, pids_cgroup_parent, proc
 # and never touches LanceDB's runtime, so the warning says nothing about it
 warnings.filterwarnings("ignore", message="lancedb fork support is experimental", category=RuntimeWarning)
 
+# the child dies with the thread that started it (e.g. a Dask worker killed mid-evaluation),
+# instead of living on as an orphan that nobody times out: prctl(PR_SET_PDEATHSIG, SIGKILL)
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_PR_SET_PDEATHSIG = 1
 _PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 _READER_GRACE_S = 2.0
@@ -151,9 +157,15 @@ def _rlimits(limits: SandboxLimits, nproc: int | None) -> list[tuple[int, int, i
 
 
 def _make_preexec(rlimits: list[tuple[int, int, int]], procs_fd: int | None) -> Callable[[], None]:
-    """The child-side hook run between fork and exec: join the cgroup, then set rlimits."""
+    """The child-side hook run between fork and exec: die with the parent, join the cgroup, then
+    set rlimits."""
+    parent = os.getpid()
 
     def preexec() -> None:
+        if _LIBC is not None:
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:  # the parent died before the line above: die now
+                os._exit(1)
         if procs_fd is not None:
             os.write(procs_fd, str(os.getpid()).encode())
         for res, soft, hard in rlimits:

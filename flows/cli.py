@@ -1,4 +1,5 @@
-"""The `evoforge` command line: run, status, leaderboard, best, report, tasks, llm-sim, bench, cognition."""
+"""The `evoforge` command line: run, status, leaderboard, best, report, tasks, llm-sim, bench, cognition,
+deploy."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 from evoforge.flows import prefect_env  # noqa: F401  (Prefect settings before Prefect loads)
 from evoforge.flows.bench_cli import add_bench_parser, run_bench
 from evoforge.flows.cognition_cli import add_cognition_parser, run_cognition
+from evoforge.flows.deploy_cli import DeployArgError, add_deploy_parser, run_deploy
+from evoforge.flows.serve_llm_cli import add_serve_llm_parser, run_serve_llm
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm_sim import cli_args as sim_args
 
@@ -78,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-mlflow", action="store_true", help="do not track in MLflow")
     run.add_argument("--no-prefect-tasks", action="store_true",
                      help="run stages inline instead of as Prefect task runs (the flow stays)")
+    run.add_argument("--executor", choices=["loop", "threads", "dask"],
+                     help="where evaluations run: the flow's event loop, its threads, a Dask cluster")
+    run.add_argument("--dask-address", help="Dask scheduler, e.g. tcp://host:8786 (default: a local cluster)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
 
     status = sub.add_parser("status", help="a run's status (works while it runs)")
@@ -90,13 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     best = sub.add_parser("best", help="write a run's best program (stdout or -o FILE)")
     _run_target(best)
     best.add_argument("-o", "--output", type=Path)
-    report = sub.add_parser("report", help="write and print a run's report.md (origins, lessons)")
+    report = sub.add_parser("report", help="write and print a run's report.md and its plots")
     _run_target(report)
     sub.add_parser("tasks", help="list the built-in tasks")
     sim = sub.add_parser("llm-sim", help="local OpenAI-compatible LLM simulator (no real LLM)")
     sim_args.add_arguments(sim)
     add_bench_parser(sub)
     add_cognition_parser(sub)
+    add_deploy_parser(sub)
+    add_serve_llm_parser(sub)
     return parser
 
 
@@ -118,16 +126,19 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
         "staleness.policy": ns.staleness,
         "speculation.alpha_spec": ns.alpha_spec,
         "adaptive.enabled": True if ns.adaptive else None,
+        "engine.executor": ns.executor,
+        "engine.dask_address": ns.dask_address,
     }
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
     from evoforge.flows.commands import stage_note
     from evoforge.flows.evolve import run_prepared
-    from evoforge.flows.prepare import RunRequest, prepare
+    from evoforge.flows.prepare import RunRequest, prepare, with_workspace
     from evoforge.infra.config import load_config
+    from evoforge.infra.tracking import browse_hint, tracking_target
 
-    cfg = load_config(ns.config, _overrides(ns))
+    cfg = with_workspace(load_config(ns.config, _overrides(ns)), ns.run_dir)
     workspace = Path(cfg.workspace)
     request = RunRequest(task=ns.task, run_dir="", config=cfg, prefect_tasks=not ns.no_prefect_tasks,
                          quiet=ns.quiet)
@@ -140,12 +151,18 @@ def cmd_run(ns: argparse.Namespace) -> int:
     print(f"[evoforge] cognition base {base.folder}: {base.count()} items, embedder "
           f"{base.embedder.name}" if base is not None
           else "[evoforge] cognition base off (cognition.enabled: false)", file=sys.stderr)
+    target = tracking_target(workspace.resolve(), prepared.task.name, cfg.tracking.tracking_uri,
+                             cfg.tracking.experiment)
+    print(f"[evoforge] MLflow: {target.uri}, experiment {target.experiment}" if cfg.tracking.mlflow
+          else "[evoforge] MLflow off (tracking.mlflow: false)", file=sys.stderr)
     final = asyncio.run(run_prepared(prepared))
     print(f"[evoforge] {final['state']}: {final.get('stop_reason') or 'stopped'}; "
           f"{final['evaluations']} evaluations, {final['nodes_evaluated']} accepted, "
           f"{final['candidates_per_min']} candidates/min", file=sys.stderr)
     print(f"best score {final['best_score']} (node {final['best_node']}{stage_note(final)})")
     print(f"best program {final['best_program']}")
+    if final.get("mlflow_run_id"):
+        print(f"browse in MLflow: {browse_hint(target, final['mlflow_run_id'])}")
     return INTERRUPTED if final["state"] == "interrupted" else 0
 
 
@@ -153,13 +170,15 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from evoforge.cognition.errors import CognitionError
     from evoforge.evaluators.task import TaskError
     from evoforge.flows.commands import NoRunError
+    from evoforge.flows.dask_executor import DaskSetupError
     from evoforge.flows.session import RunDirError
     from evoforge.infra.config import ConfigError
     from evoforge.infra.llm.openai_backend import LLMUnreachable
     from evoforge.infra.nodestore import StoreBusyError
+    from evoforge.infra.vllm_server import VLLMLaunchError
 
     return (TaskError, ConfigError, RunDirError, LLMUnreachable, StoreBusyError, NoRunError,
-            SimArgError, CognitionError)
+            SimArgError, CognitionError, DeployArgError, VLLMLaunchError, DaskSetupError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_bench(ns)
         if ns.command == "cognition":
             return run_cognition(ns)
+        if ns.command == "deploy":
+            return run_deploy(ns)
+        if ns.command == "serve-llm":
+            return run_serve_llm(ns)
         from evoforge.infra.llm_sim.server import serve
 
         try:

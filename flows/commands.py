@@ -82,9 +82,20 @@ def status_text(status: dict[str, Any]) -> str:
         f"rate          {status['candidates_per_min']} candidates/min over {status['wall_s']:.1f} s",
         f"tokens        {status['tokens_in']} in, {status['tokens_out']} out",
     ]
+    models = status.get("models") or {}
+    if len(models) > 1:
+        lines.extend(f"model         {_model_line(name, row)}" for name, row in models.items())
     if status.get("stop_reason"):
         lines.append(f"stop reason   {status['stop_reason']}")
     return "\n".join(lines)
+
+
+def _model_line(name: str, row: dict[str, Any]) -> str:
+    """One model's figures: candidates designed, improvements, tokens, LLM seconds per candidate, cost."""
+    cost = "no price" if row.get("cost_usd") is None else f"${row['cost_usd']:.4f}"
+    return (f"{name}: {row.get('calls', 0)} calls, {row.get('improvements', 0)} improved, "
+            f"{row.get('tokens_in', 0)} in / {row.get('tokens_out', 0)} out tokens, "
+            f"{row.get('llm_s_per_candidate', 0.0)} LLM s/candidate, {cost}")
 
 
 def cmd_status(run_dir: Path, as_json: bool) -> int:
@@ -144,18 +155,27 @@ def cmd_best(run_dir: Path, output: Path | None) -> int:
 
 
 def cmd_report(run_dir: Path) -> int:
-    """Write the run's report.md from its node database (the run must not be going) and print it."""
-    from evoforge.infra.nodestore import NodeStore
+    """Write the run's report.md and its plots (report/*.png) from its node database and
+    timeline, and print it; refused while the run is going (its process holds the database)."""
+    from evoforge.infra.nodestore import NodeStore, StoreBusyError
     from evoforge.stages.report import report_md
+    from evoforge.stages.report_figures import report_figures
 
     paths = RunPaths(run_dir)
     if not paths.db.is_file():
         raise NoRunError(f"no evoforge run in {run_dir} (no nodes.duckdb)")
-    with NodeStore(paths.db, read_only=True) as store:
-        nodes, task_name = store.all(), store.get_meta("task") or run_dir.name
-        maximize = store.get_meta("direction", "maximize") == "maximize"
-    text = report_md(task_name, nodes, maximize)
+    try:
+        with NodeStore(paths.db, read_only=True) as store:
+            nodes, task_name = store.all(), store.get_meta("task") or run_dir.name
+            maximize = store.get_meta("direction", "maximize") == "maximize"
+    except StoreBusyError:
+        raise StoreBusyError(f"the run in {run_dir} is going and holds its node database: its report "
+                             f"is written when it ends (`evoforge status {run_dir}` works now)") from None
+    status = read_json(paths.status) or {}
+    stage = status.get("search_stage") or "full"
+    section, drawn = report_figures(paths, nodes, stage, maximize, best_id=status.get("best_node"))
+    text = report_md(task_name, nodes, maximize, stage=stage) + "\n" + "\n".join(section)
     write_atomic(paths.report, text)
     print(text, end="")
-    print(f"wrote {paths.report}", file=sys.stderr)
+    print(f"wrote {paths.report} ({len(drawn)} plots in {paths.figures})", file=sys.stderr)
     return 0

@@ -9,10 +9,10 @@ import os
 import signal
 import sys
 import time
+from functools import partial
 from typing import Any
 
 from prefect import flow
-from prefect.task_runners import ThreadPoolTaskRunner
 
 from evoforge.evaluators.cases import list_cases
 from evoforge.evaluators.task import TaskError
@@ -21,16 +21,23 @@ from evoforge.flows.budget import Budget
 from evoforge.flows.engine import Engine
 from evoforge.flows.evaluation_tasks import TaskEvaluations
 from evoforge.flows.policies import AsyncPolicy, BarrierPolicy
+from evoforge.flows.prefect_artifacts import RunArtifacts
+from evoforge.flows.prefect_logs import attach_prefect_log, detach_prefect_log
 from evoforge.flows.prepare import Prepared, RunRequest, hand_over, take_over
 from evoforge.flows.progress import tick
 from evoforge.flows.promotion import LiveRun, live_runs
+from evoforge.flows.run_names import name_from_parameter, rename_flow_run, run_name
 from evoforge.flows.runlog import attach_run_log, detach_run_log
 from evoforge.flows.session import Session, open_session
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.staged_run import finish_staged, round_jobs
+from evoforge.flows.task_runners import runner_environment, task_runner_for
 from evoforge.infra.nodes import EVALUATED
+from evoforge.infra.timeline import Timeline
+from evoforge.infra.tracking import tracking_target
 from evoforge.stages.engineer import Engineer
 from evoforge.stages.evaluation_slots import SlottedEvaluations
+from evoforge.stages.model_usage import model_metrics
 from evoforge.stages.param_search import ParamSearch
 from evoforge.stages.registry import default_stages
 from evoforge.stages.stage import Stage
@@ -95,26 +102,20 @@ async def _evaluate_seed(session: Session, calls: StageCalls, stages: list[Stage
                          f"{item.node.error}")
 
 
-def task_runner_for(request: RunRequest) -> ThreadPoolTaskRunner:
-    """Threads enough for every evaluation worker the run may have."""
-    cfg = request.config
-    most = max(cfg.engine.workers.engineer, cfg.adaptive.max_engineer if cfg.adaptive.enabled else 0)
-    return ThreadPoolTaskRunner(max_workers=most + 1)
-
-
 async def run_prepared(prepared: Prepared) -> dict[str, Any]:
     """Check the LLM once, then run the evolution flow on the prepared run (the CLI's path)."""
     await prepared.check_llm(announce=True)
     token = hand_over(prepared)
     try:
         flow_fn = evolution_run.with_options(task_runner=task_runner_for(prepared.request))
-        return await flow_fn(prepared.request)
+        async with runner_environment(prepared.request):
+            return await flow_fn(prepared.request)
     finally:
         await prepared.llm.close()
         token.var.reset(token)
 
 
-@flow(name="evoforge-run", persist_result=False)
+@flow(name="evoforge-run", persist_result=False, flow_run_name=partial(name_from_parameter, "request"))
 async def evolution_run(request: RunRequest) -> dict[str, Any]:
     """Evolve the task's program until the budget is spent; returns the final status."""
     prepared = take_over(request)
@@ -125,18 +126,28 @@ async def evolution_run(request: RunRequest) -> dict[str, Any]:
     session = open_session(task, cfg, prepared.run_dir, llm, prepared.workspace, cases=cases,
                            cognition=prepared.cognition)
     handler = attach_run_log(session.paths.log)
+    api_log = attach_prefect_log()  # evoforge's INFO lines in the flow run's Logs tab
+    await rename_flow_run(run_name(task.name, session.ctx.run_id))  # a new folder has its id now
+    artifacts = RunArtifacts(task.name, session.ctx.run_id, cfg.budget.max_evals)
     try:
-        return await _run_session(session, prepared)
+        target = tracking_target(prepared.workspace, task.name, cfg.tracking.tracking_uri,
+                                 cfg.tracking.experiment)
+        await artifacts.start(session.committer.stats.evaluations, target,
+                              session.tracker.parent_run_id if session.tracker else None)
+        return await _run_session(session, prepared, artifacts)
     finally:
+        await artifacts.finish(session.committer.stats.evaluations, session.ctx.pool, task.name,
+                               session.paths.report.read_text() if session.paths.report.is_file() else None)
+        await detach_prefect_log(api_log)
         detach_run_log(handler)
 
 
-async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
+async def _run_session(session: Session, prepared: Prepared, artifacts: RunArtifacts) -> dict[str, Any]:
     cfg, task, llm, request = prepared.config, prepared.task, prepared.llm, prepared.request
     stop = asyncio.Event()
     _install_stop_handlers(stop)
     if request.prefect_tasks:
-        session.ctx.evaluations = TaskEvaluations(submit=cfg.engine.executor == "threads")
+        session.ctx.evaluations = TaskEvaluations(cfg.engine.executor)
     session.ctx.evaluations = SlottedEvaluations(session.ctx.evaluations, cfg.engine.workers.engineer)
     calls = StageCalls(session.ctx, use_prefect=request.prefect_tasks)
     stages = default_stages()
@@ -153,23 +164,32 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
              f"{prepared.cognition.count()} items ({prepared.cognition.embedder.name})"
              if prepared.cognition is not None else "off")
 
+    timeline = Timeline(session.paths.timeline, session=started_at)  # one line per snapshot, for plots
+
     def snapshot(state: str = "running") -> dict[str, Any]:
-        return session.committer.write_snapshot({
+        status = session.committer.write_snapshot({
             "state": state, "run_id": session.ctx.run_id, "task": task.name, "mode": cfg.engine.mode,
             "backend": llm.name, "model": llm.model, "pid": os.getpid(), "started_at": started_at,
             "updated_at": time.time(), "max_evals": cfg.budget.max_evals,
             "stop_reason": budget.stop_reason(),
             "mlflow_run_id": session.tracker.parent_run_id if session.tracker else None,
+            "models": session.committer.models.as_dict(),
             **engine.gauges(),
         })
+        timeline.append(status, t=status["updated_at"])
+        return status
 
     def check_wall() -> None:
         if cfg.budget.max_wall_s is not None and budget.stop_reason() == "max_wall_s reached":
             stop.set()
 
+    def on_tick() -> None:
+        check_wall()
+        artifacts.poke(session.committer.stats.evaluations)  # the progress artifact, throttled
+
     def ticker():  # refreshes status.json and enforces max_wall_s, so it runs even when quiet
         return tick(snapshot, cfg.engine.progress_interval_s, cfg.budget.max_evals,
-                    on_tick=check_wall, show=not request.quiet)
+                    on_tick=on_tick, show=not request.quiet)
 
     live_runs[session.ctx.run_id] = LiveRun(session.ctx, session.committer, engine.in_commit)
     state, mlflow_status = "failed", "FAILED"
@@ -188,12 +208,11 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     finally:
         live_runs.pop(session.ctx.run_id, None)
         _remove_stop_handlers()
-        if not request.quiet:
-            sys.stderr.write("\n")
-        final = _final_snapshot(snapshot, state)
+        final = _final_snapshot(snapshot, state)  # (the live display ended its own lines)
         log.info("run %s %s: %s", session.ctx.run_id, state, final.get("stop_reason"))
         if session.tracker is not None and final:  # the run's accounting on the parent MLflow run
-            session.tracker.log_parent(metrics={k: v for k, v in final.items() if k in ACCOUNTING},
+            session.tracker.log_parent(metrics={**{k: v for k, v in final.items() if k in ACCOUNTING},
+                                                **model_metrics(final.get("models", {}))},
                                        step=final["evaluations"])
         session.close(mlflow_status)
     final["best_program"] = str(session.paths.best_program)

@@ -26,6 +26,7 @@ from evoforge.evaluators.task import Task, load_task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.factory import make_backend
 from evoforge.infra.llm.openai_backend import OpenAIBackend
+from evoforge.infra.llm.router import Router
 from evoforge.infra.llm.types import LLMBackend
 
 log = logging.getLogger("evoforge.prepare")
@@ -67,14 +68,26 @@ class Prepared:
 
     async def check_llm(self, announce: bool = False) -> None:
         """Confirm an LLM server answers (once); with `announce`, say which backend runs."""
-        if not self.checked and isinstance(self.llm, OpenAIBackend):
+        if not self.checked and isinstance(self.llm, Router):
+            described = await self.llm.check()
+            if announce:
+                print(f"[evoforge] LLMs: {described}", file=sys.stderr)
+        elif not self.checked and isinstance(self.llm, OpenAIBackend):
             model = await self.llm.check()
             if announce:
                 print(f"[evoforge] LLM: {model} at {self.config.llm.base_url}", file=sys.stderr)
-        elif announce and not isinstance(self.llm, OpenAIBackend):
+        elif announce and not isinstance(self.llm, (OpenAIBackend, Router)):
             print("[evoforge] LLM: none configured, using the offline proposer (no LLM; set "
                   "--llm-base-url or EVOFORGE_LLM_BASE_URL to use one)", file=sys.stderr)
         self.checked = True
+
+
+def with_workspace(cfg: RunConfig, run_dir: Path | None) -> RunConfig:
+    """The config with the workspace the run uses: the one named (flag or config file), else, for
+    a run folder given alone, that folder's parent (its MLflow store and cognition base beside it)."""
+    if run_dir is None or "workspace" in cfg.model_fields_set:
+        return cfg
+    return cfg.model_copy(update={"workspace": str(run_dir.resolve().parent)})
 
 
 def prepare(request: RunRequest) -> Prepared:

@@ -3,24 +3,37 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-def attach_run_log(path: Path) -> logging.Handler:
-    """Send evoforge's log records to `path` for the length of the run; returns the handler."""
+@dataclass
+class RunLog:
+    """The run.log handler on the `evoforge` logger, and the logger's level and propagation before."""
+
+    handler: logging.Handler
+    level: int
+    propagate: bool
+
+
+def attach_run_log(path: Path) -> RunLog:
+    """Send evoforge's log records to `path` for the length of the run."""
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(_FORMAT))
     logger = logging.getLogger("evoforge")
+    attached = RunLog(handler, logger.level, logger.propagate)
     logger.setLevel(logging.INFO)
     logger.addHandler(handler)
     logger.propagate = False
-    return handler
+    return attached
 
 
-def detach_run_log(handler: logging.Handler) -> None:
+def detach_run_log(attached: RunLog) -> None:
+    """Put the `evoforge` logger back as it was before the run."""
     logger = logging.getLogger("evoforge")
-    logger.removeHandler(handler)
-    logger.propagate = True  # as it was: the next run, or the caller's logging, sees evoforge again
-    handler.close()
+    logger.removeHandler(attached.handler)
+    logger.setLevel(attached.level)
+    logger.propagate = attached.propagate
+    attached.handler.close()

@@ -16,15 +16,17 @@ from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.nodes import EVALUATED, PROPOSED, SPECULATIVE, Node, new_node_id
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
-from evoforge.infra.tracking import Tracker, default_tracking_uri
+from evoforge.infra.tracking import Tracker, tracking_target
 from evoforge.stages.branch_shares import BranchShares
 from evoforge.stages.case_order import CaseOrder
 from evoforge.stages.commit import Committer
 from evoforge.stages.context import StageContext
 from evoforge.stages.history import NEW_BEST, PoolHistory
 from evoforge.stages.item import Item
+from evoforge.stages.model_usage import ModelUsageTable
 from evoforge.stages.pool import Pool
 from evoforge.stages.report import report_md
+from evoforge.stages.report_figures import report_figures
 from evoforge.stages.round_records import PLANS_META, PROMOTIONS_META
 from evoforge.stages.sample import rebuild_sampler
 from evoforge.stages.staged_report import final_section, optuna_section, plan_section, stages_section
@@ -55,6 +57,10 @@ class Session:
             write_atomic(self.paths.report, self.report())
             if self.tracker is not None and self.paths.leaderboard.is_file():
                 self.tracker.log_text_on_parent(self.paths.leaderboard.read_text(), "leaderboard.md")
+            if self.tracker is not None:  # the run's outcome on its parent run, as files
+                for path, folder in ((self.paths.best_program, "best"), (self.paths.config, None)):
+                    if path.is_file():
+                        self.tracker.log_file_on_parent(path, folder)
         finally:
             self.store.close()
             if self.tracker is not None:
@@ -74,9 +80,15 @@ class Session:
                         *plan_section(rounds.plans)]
         elif any(n.trials_run for n in nodes):
             sections = optuna_section(nodes, task.search_stage, maximize)
+        winner = self.committer.pool.winner()
+        figures, drawn = report_figures(self.paths, nodes, task.search_stage, maximize,
+                                        best_id=winner.id if winner else None)
         text = report_md(task.name, nodes, maximize, stage=task.search_stage, sections=sections)
+        text += "\n" + "\n".join(figures)
         if self.tracker is not None:
             self.tracker.log_text_on_parent(text, "report.md")
+            for figure in drawn:  # report.md's image links resolve beside it in the artifacts
+                self.tracker.log_file_on_parent(figure.path, "report")
         return text
 
 
@@ -91,18 +103,21 @@ def _limits(task: Task, cfg: RunConfig) -> SandboxLimits:
 def _tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_id: str) -> Tracker | None:
     if not cfg.tracking.mlflow:
         return None
-    uri = cfg.tracking.tracking_uri or default_tracking_uri(workspace)
-    tracker = Tracker(uri, cfg.tracking.experiment or f"evoforge/{task.name}",
-                      workspace / "mlartifacts", run_name=f"{task.name}-{run_id}",
+    target = tracking_target(workspace, task.name, cfg.tracking.tracking_uri, cfg.tracking.experiment)
+    tracker = Tracker(target.uri, target.experiment, target.artifact_root, run_name=f"{task.name}-{run_id}",
                       parent_run_id=store.get_meta("mlflow_parent_run_id"),
                       tags={"evoforge.run_id": run_id, "evoforge.task": task.name})
+    resumed = store.get_meta("mlflow_parent_run_id") is not None
     parent = tracker.wait_ready()
     if parent:
         store.set_meta("mlflow_parent_run_id", parent)
-        tracker.log_parent(params={"task": task.name, "run_id": run_id, "seed": cfg.seed,
-                                   "mode": cfg.engine.mode, "max_evals": cfg.budget.max_evals,
-                                   "llm_base_url": cfg.llm.base_url or "offline",
-                                   "llm_model": cfg.llm.model or ""})
+        settings = {"seed": cfg.seed, "mode": cfg.engine.mode, "max_evals": cfg.budget.max_evals,
+                    "llm_base_url": cfg.llm.base_url or ("several" if cfg.llm.endpoints else "offline"),
+                    "llm_model": cfg.llm.model or ""}
+        # params are set once (MLflow refuses a changed value); a resumed run's settings may differ
+        # (a scheduled run raises max_evals), so each session records its own as tags as well
+        tracker.log_parent(params=None if resumed else {"task": task.name, "run_id": run_id, **settings},
+                           tags={f"evoforge.{k}": v for k, v in settings.items()})
     return tracker
 
 
@@ -170,7 +185,8 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
                           case_order=case_order, lineage={n.id: n.parent_id for n in nodes},
                           flush_interval_s=cfg.engine.commit_interval_s,
                           cognition=cognition if cfg.analyze.write_back else None, run_id=run_id,
-                          dedupe_similarity=cfg.cognition.dedupe_similarity)
+                          dedupe_similarity=cfg.cognition.dedupe_similarity, llm=llm,
+                          models=ModelUsageTable.rebuild(nodes, pool, cfg.llm.prices))
     committer.rounds.restore(store.get_meta(PLANS_META, []), store.get_meta(PROMOTIONS_META, []))
     paths.scratch.mkdir(exist_ok=True)
     ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=pool, sampler=sampler,

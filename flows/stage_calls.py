@@ -5,12 +5,14 @@ are task runs too, named after the node."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from prefect import Task, task
 from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import opaque
 
+from evoforge.infra.llm_traces import recording
 from evoforge.stages.context import StageContext
 from evoforge.stages.item import Item
 from evoforge.stages.stage import Stage, StageResult
@@ -38,11 +40,16 @@ class StageCalls:
         return self._tasks[stage.name]
 
     async def run(self, stage: Stage, item: Item) -> StageResult:
-        """One run of `stage` on `item`."""
-        if not self.use_prefect or stage.task_run_name is None:
-            return await stage.run(item, self.ctx)
-        # opaque: Prefect takes the objects as they are, without walking into them
-        return await self._task_of(stage)(item.label, opaque(item), opaque(stage), opaque(self.ctx))
+        """One run of `stage` on `item`; the LLM calls it made join the item's (`llm_calls`)."""
+        with recording(stage.name) as calls:
+            if not self.use_prefect or stage.task_run_name is None:
+                result = await stage.run(item, self.ctx)
+            else:  # opaque: Prefect takes the objects as they are, without walking into them
+                result = await self._task_of(stage)(item.label, opaque(item), opaque(stage),
+                                                    opaque(self.ctx))
+        if not calls.calls:
+            return result
+        return replace(result, updates={**result.updates, "llm_calls": [*item.llm_calls, *calls.calls]})
 
     async def event(self, name: str | None, item: Item, apply: Callable[[Item], Any]) -> Any:
         """Apply a commit-side change; a named one is a task run `<name>-<node>`."""

@@ -21,6 +21,22 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class ModelPrice(_Section):
+    """What a hosted model charges, in USD per million tokens."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class EndpointConfig(_Section):
+    """One of several LLM endpoints: an OpenAI-compatible server, its model and routing weight."""
+
+    base_url: str
+    model: str | None = None  # none: the server's first model
+    weight: float = Field(default=1.0, gt=0)  # weighted routing: share of calls, relative
+    api_key_env: str | None = None  # environment variable holding this endpoint's key; none: llm's key
+
+
 class LLMConfig(_Section):
     """Which OpenAI-compatible server to talk to; no base_url means the offline proposer."""
 
@@ -42,6 +58,17 @@ class LLMConfig(_Section):
     max_tokens: int = Field(default=4096, ge=16)
     answer_format: Literal["diff", "rewrite", "mixed"] = "mixed"
     diff_fraction: float = Field(default=0.7, ge=0, le=1)
+    endpoints: list[EndpointConfig] = Field(default_factory=list)  # several LLMs; empty: base_url/model
+    routing: Literal["weighted", "bandit"] = "weighted"  # how endpoints share the calls
+    explore: float = Field(default=0.1, ge=0, le=1)  # bandit: share of calls routed uniformly at random
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)  # by model name; cost in status and MLflow
+
+    @model_validator(mode="after")
+    def _one_way_to_name_the_server(self) -> LLMConfig:
+        if self.endpoints and (self.base_url or self.model):
+            raise ValueError("llm.endpoints replaces llm.base_url and llm.model (also set by "
+                             "--llm-base-url / --llm-model / EVOFORGE_LLM_*): set one or the other")
+        return self
 
 
 class BudgetConfig(_Section):
@@ -72,7 +99,16 @@ class EngineConfig(_Section):
     queue_size: int | None = Field(default=None, ge=1)  # researched candidates waiting; None: engineers
     progress_interval_s: float = Field(default=2.0, gt=0)
     commit_interval_s: float = Field(default=0.25, ge=0)  # group commit: the longest a result waits
-    executor: Literal["loop", "threads"] = "loop"  # where evaluation task runs go (evaluation_tasks.py)
+    # where evaluation task runs go (flows/evaluation_tasks.py): the flow's loop, threads, a Dask cluster
+    executor: Literal["loop", "threads", "dask"] = "loop"
+    dask_address: str | None = None  # dask: a scheduler, e.g. tcp://host:8786; None: a local cluster
+
+    @model_validator(mode="after")
+    def _dask_address_needs_dask(self) -> EngineConfig:
+        if self.dask_address is not None and self.executor != "dask":
+            raise ValueError(f"dask_address is set but executor is '{self.executor}': "
+                             "set executor: dask (--executor dask)")
+        return self
 
 
 class StalenessConfig(_Section):

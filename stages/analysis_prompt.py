@@ -21,7 +21,8 @@ SYSTEM = (
 _MAX_DIFF_CHARS = 6000
 _MAX_METRICS = 20
 _SHOWN_ARTIFACTS = ("traceback", "stderr_tail", "stdout_tail")  # long outputs, cut to their tails
-_HIDDEN_ARTIFACTS = frozenset({*_SHOWN_ARTIFACTS, "analysis_by", "judge"})  # not evaluator output
+# not evaluator output (evaluated_on: the Dask worker that ran it)
+_HIDDEN_ARTIFACTS = frozenset({*_SHOWN_ARTIFACTS, "analysis_by", "judge", "evaluated_on"})
 _SIGNAL_RE = re.compile(r"killed by (SIG[A-Z0-9]+)")
 _RAISED_RE = re.compile(r"raised ([A-Za-z_][\w.]*)")
 _EXIT_RE = re.compile(r"exited with code (-?\d+)")

@@ -16,6 +16,8 @@ from typing import Any
 
 from evoforge.cognition.item import CognitionItem
 from evoforge.cognition.store import CognitionBase
+from evoforge.infra.llm.types import LLMBackend
+from evoforge.infra.llm_traces import LLMCall
 from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SELECTION_STAGES, SPECULATIVE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
@@ -24,6 +26,7 @@ from evoforge.stages.case_order import CaseOrder
 from evoforge.stages.history import NEW_BEST, ROLLBACK, SPECULATIVE_BEST, PoolHistory
 from evoforge.stages.item import Item
 from evoforge.stages.leaderboard import leaderboard_md, leaderboard_rows
+from evoforge.stages.model_usage import ModelUsageTable
 from evoforge.stages.param_space import parse_space
 from evoforge.stages.param_study import StudyResult, trials_json
 from evoforge.stages.pool import Pool
@@ -32,7 +35,7 @@ from evoforge.stages.sample import ParentSampler
 from evoforge.stages.snapshot import status_dict
 from evoforge.stages.speculation import confirmed
 from evoforge.stages.stats import RunStats
-from evoforge.stages.trial_runs import trial_runs
+from evoforge.stages.trial_runs import run_tags, trial_runs
 
 _FLUSH_ROWS = 32
 
@@ -53,8 +56,11 @@ class Committer:
                  wall_s_before: float = 0.0, history: PoolHistory | None = None,
                  case_order: CaseOrder | None = None, lineage: dict[str, str | None] | None = None,
                  flush_interval_s: float = 0.25, cognition: CognitionBase | None = None,
-                 run_id: str = "", dedupe_similarity: float = 0.9):
+                 run_id: str = "", dedupe_similarity: float = 0.9, llm: LLMBackend | None = None,
+                 models: ModelUsageTable | None = None):
         self.store, self.paths, self.pool, self.sampler = store, paths, pool, sampler
+        self.llm = llm  # told how each candidate did (a router learns which model pays off)
+        self.models = models if models is not None else ModelUsageTable()  # per-model accounting
         self.stats, self.task_name, self.tracker = stats, task_name, tracker
         self.history = history if history is not None else PoolHistory()
         self.case_order = case_order
@@ -181,12 +187,15 @@ class Committer:
             self._put_meta("case_order", self.case_order.state())
         self._put(node)
         self.stats.count(node)
+        gain = self.models.add(node, self.pool.get(node.parent_id), self.pool)
+        if self.llm is not None and node.origin != "seed":
+            self.llm.observe(node.model, gain)
         self._write_node_files(item)
         trials = None
         if item.study is not None:
             trials = trials_json(item.study, node.id, parse_space(node.code))
             write_atomic(self.paths.param_trials(node.id), trials)
-        self._track(node, event == NEW_BEST, item.study, trials)
+        self._track(node, event == NEW_BEST, item.study, trials, item.llm_calls)
         self.busy_s += time.perf_counter() - t0
         return event
 
@@ -281,7 +290,7 @@ class Committer:
         (folder / "result.json").write_text(json.dumps(summary, indent=2, default=str))
 
     def _track(self, node: Node, new_best: bool, study: StudyResult | None = None,
-               trials: str | None = None) -> None:
+               trials: str | None = None, calls: list[LLMCall] | None = None) -> None:
         if self.tracker is None:
             return
         metrics: dict[str, float] = {
@@ -304,13 +313,14 @@ class Committer:
             metrics.update({f"saturation_{k}": v for k, v in node.saturation.items() if v is not None})
         if node.hardcoded:
             params["hardcoded"] = "; ".join(node.hardcoded)
-        texts = {"program.py": node.code, "diff.patch": node.diff,
+        texts = {"program.py": node.code, "diff.txt": node.diff,  # .txt: MLflow's UI previews it, not .patch
                  "motivation.md": node.motivation, "error.txt": node.error or "",
                  "analysis.md": node.analysis, "param_trials.json": trials or ""}
         self.tracker.log_candidate(f"node-{node.id}", params, metrics, texts,
-                                   tags={"status": str(node.status), "failed_stage": node.failed_stage or ""},
+                                   tags=run_tags(node, self.pool.stage),
                                    status="FINISHED" if node.status == EVALUATED else "FAILED",
-                                   children=trial_runs(node.id, study, self.pool.stage) if study else None)
+                                   children=trial_runs(node, study, self.pool.stage) if study else None,
+                                   traces=calls)
         best = self.pool.value(node)
         if new_best and best is not None:
             self.tracker.log_parent(metrics={f"best_score_{self.pool.stage}": best,

@@ -152,6 +152,8 @@ def settle_node(node: Node, report: EvalReport, stage: str = "full") -> Node:
     outcome = report.outcome
     _record(node, outcome)
     node.evaluated_at = time.time()
+    if report.worker is not None:
+        node.artifacts["evaluated_on"] = report.worker
     if report.quick_test_failed:
         node.status, node.failed_stage = FAILED, GUARD
         node.error = f"{QUICK_TEST_PREFIX}{outcome.error}"

@@ -76,6 +76,7 @@ class EvalReport:
     released_at: float | None = None
     pruned: bool = False
     quick_test: EvalOutcome | None = None
+    worker: str | None = None  # host:pid of the Dask worker that ran it; None: the flow process
 
     @property
     def quick_test_failed(self) -> bool:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from evoforge.infra.nodes import Node, Status
 
 if TYPE_CHECKING:
+    from evoforge.infra.llm_traces import LLMCall
     from evoforge.stages.learn import Knowledge
     from evoforge.stages.param_study import StudyResult
     from evoforge.stages.sample.inspirations import Inspiration
@@ -36,6 +37,8 @@ class Item:
     answer: str = ""
     # param_search
     study: StudyResult | None = None  # the Optuna study of its knobs (written to param_trials/)
+    # every stage that asks the LLM (the engine collects the calls; the commit traces them in MLflow)
+    llm_calls: list[LLMCall] = field(default_factory=list)
     # staleness and speculation (the head sets tainted_by when an ancestor is rolled back)
     tainted_by: str | None = None  # a rolled-back speculative node this item was derived from
     reflected: bool = False
@@ -65,4 +68,4 @@ class Item:
 
 
 _STAGE_FIELDS = frozenset({"v_i", "parent", "branch", "inspirations", "answer_format", "knowledge", "prompt",
-                           "answer", "study", "tainted_by", "reflected"})
+                           "answer", "study", "llm_calls", "tainted_by", "reflected"})

@@ -64,7 +64,7 @@ def leaderboard_rows(pool: Pool, top: int = 20) -> list[dict[str, Any]]:
     table artifact): every score named by its stage."""
     return [{"rank": rank, "node": n.id, "score": pool.value(n), "stage": pool.stage,
              "score_pilot": n.score_pilot, "score_full": n.score_full,
-             "speculative": n.status == SPECULATIVE, "branch": n.branch, "generation": n.generation,
+             "status": str(n.status), "branch": n.branch, "generation": n.generation,
              "parent": n.parent_id, "origin": n.origin, "backend": n.backend, "model": n.model,
              "params": dict(n.params), "motivation": " ".join(n.motivation.split())[:200]}
             for rank, n in enumerate(pool.ranked()[:top], 1)]

@@ -11,6 +11,7 @@ from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import (
     FORMAT_DIFF,
     FORMAT_PREFIX,
+    FORMAT_REWRITE,
     render_program_section,
 )
 from evoforge.stages.branches import Branch
@@ -36,11 +37,28 @@ the lines that replace them
 >>>>>>> REPLACE
 """
 
-_REWRITE_RULES = f"""{FORMAT_PREFIX} rewrite
-Start with one or two sentences of motivation: what you change and why it should help.
-Then give the complete new program in one ```python fenced block, keeping the EVOLVE markers and
-everything outside the EVOLVE block unchanged.
+# The research prompt describes both answer forms in its stable part (so the prefix a server
+# caches is the same for diff and rewrite calls) and names the one it wants on its last line.
+_ANSWER_RULES = """## How to answer
+Start with one or two sentences of motivation: what you change and why it should help. Then give
+the change in the answer format named on the last line of this message:
+
+- diff: one or more SEARCH/REPLACE blocks. Each SEARCH part must match the current program
+  exactly (whitespace included) and appear in it once:
+
+<<<<<<< SEARCH
+exact lines from the current program
+=======
+the lines that replace them
+>>>>>>> REPLACE
+
+- rewrite: the complete new program in one ```python fenced block, keeping the EVOLVE markers
+  and everything outside the EVOLVE block unchanged.
 """
+_FORMAT_REMINDER = {
+    FORMAT_DIFF: "SEARCH/REPLACE blocks, as described above",
+    FORMAT_REWRITE: "the complete program in one fenced block, as described above",
+}
 
 
 _LABEL_MEANING = {
@@ -152,13 +170,14 @@ def research_messages(
 ) -> list[dict[str, str]]:
     """The chat messages asking for one improved candidate of `parent`.
 
-    The stable part (system message, task, objective) comes first and stays byte-identical
-    across the calls of a run, so a server's prefix cache can reuse it."""
-    goal = "maximize" if task.direction == "maximize" else "minimize"
-    parts = [
-        f"# Task: {task.name}",
-        task.description.strip() or "Improve the program.",
-        f"Objective: {goal} the metric `{task.objective}`.",
+    The stable part (the system message, then `stable_prefix(task)`: task, objective, how to
+    answer) comes first and stays byte-identical across the calls of a run, so a server's prefix
+    cache (vLLM's automatic prefix caching) reuses it; what varies (the mutation contract, the
+    parent, knowledge, inspirations, branch, program, citation rules, answer format) follows."""
+    parts = [stable_prefix(task)]
+    if knobs:  # the same for every parent of a knob-declaring task: the prefix reaches past it
+        parts.append(CONTRACT)
+    parts += [
         f"## Parent (node {parent.id}, score {_score_text(parent)})",
         f"Metrics: {_metrics_line(parent)}",
     ]
@@ -179,12 +198,23 @@ def research_messages(
     section = branch_section(branch)
     if section:
         parts.append(section)
-    if knobs:
-        parts.append(CONTRACT)
     parts.append(render_program_section(parent.code))
-    parts.append(DIFF_RULES if answer_format == FORMAT_DIFF else _REWRITE_RULES)
     if inspirations:
         parts.append(_USED_RULE)
     if knowledge:
         parts.append(_IDEAS_RULE)
+    form = FORMAT_DIFF if answer_format == FORMAT_DIFF else FORMAT_REWRITE
+    parts.append(f"{FORMAT_PREFIX} {form} ({_FORMAT_REMINDER[form]})")
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+
+
+def stable_prefix(task: Task) -> str:
+    """The start of every research prompt of a run (after the system message): the task, its
+    objective and how to answer, in both answer forms; it ends with a newline."""
+    goal = "maximize" if task.direction == "maximize" else "minimize"
+    return "\n".join([
+        f"# Task: {task.name}",
+        task.description.strip() or "Improve the program.",
+        f"Objective: {goal} the metric `{task.objective}`.",
+        _ANSWER_RULES,
+    ])

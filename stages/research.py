@@ -17,6 +17,7 @@ from evoforge.stages.branches import Branch
 from evoforge.stages.candidate import new_candidate
 from evoforge.stages.context import StageContext
 from evoforge.stages.item import Item
+from evoforge.stages.llm_call import trace_call
 from evoforge.stages.param_space import SpaceError, parse_space
 from evoforge.stages.prompts import (
     ideas_used,
@@ -71,14 +72,16 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
     prompt = research_messages(ctx.task, item.parent, item.inspirations, item.answer_format,
                                item.knowledge, branch=branch_of(item, ctx),
                                knobs=ctx.config.param_search.enabled and declares_knobs(item.parent))
-    start = time.perf_counter()
+    started_at, start = time.time(), time.perf_counter()
     try:
         completion = await ctx.llm.complete(
             prompt, temperature=ctx.config.llm.temperature, max_tokens=ctx.config.llm.max_tokens
         )
     except LLMError as exc:
         node.llm_s = time.perf_counter() - start
+        trace_call(ctx, prompt, started_at, node.llm_s, error=str(exc))
         return _fail(node, f"LLM call failed: {exc}", {"prompt": prompt})
+    trace_call(ctx, prompt, started_at, completion.seconds, completion)
     node.llm_s = completion.seconds
     node.tokens_in, node.tokens_out = completion.tokens_in, completion.tokens_out
     node.backend, node.model = completion.backend, completion.model

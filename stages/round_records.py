@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from evoforge.infra.runfiles import write_atomic
 from evoforge.stages.branches import Branch, KillCriteria, Plan, SlotDecision
 from evoforge.stages.promotion import Promoted, PromotionSummary, promotion_md
+from evoforge.stages.trial_runs import PROMOTION, promotion_runs
 
 if TYPE_CHECKING:
     from evoforge.stages.commit import Committer
@@ -114,4 +115,5 @@ class RoundRecords:
                                     {"round": summary.round, "promoted": ",".join(summary.promoted),
                                      "noisy": ",".join(summary.noisy) or "-"},
                                     metrics, {"promotion.md": promotion_md(summary, promoted)},
-                                    tags={"evoforge.kind": "promotion"})
+                                    tags={"kind": PROMOTION, "stage": "full", "round": str(summary.round)},
+                                    children=promotion_runs(summary.results, promoted, summary.round))

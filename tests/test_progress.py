@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import io
 
-from evoforge.flows.progress import tick
+from rich.console import Console
+
+from evoforge.flows.progress import ProgressView, pack, progress_line, tick
 
 STATUS = {"evaluations": 3, "best_score": 1.5, "candidates_per_min": 60.0, "nodes_failed": 0,
           "tokens_in": 0, "tokens_out": 0}
@@ -40,3 +42,57 @@ def test_quiet_ticking_still_snapshots_and_checks_the_budget_but_prints_nothing(
 def test_shown_ticking_prints_the_progress_line():
     _, _, printed = _tick_for(0.05, show=True)
     assert "[evoforge] evals 3/10 | best 1.5" in printed
+
+
+LIVE_STATUS = {"evaluations": 42, "best_score": 1.80207, "candidates_per_min": 128.98, "nodes_failed": 7,
+               "tokens_in": 12000, "tokens_out": 3400,
+               "research_workers": 4, "research_busy": 3, "research_queue": 0, "research_finished": 50,
+               "engineer_workers": 2, "engineer_busy": 2, "engineer_queue": 1, "engineer_finished": 44,
+               "analyze_workers": 1, "analyze_busy": 0, "analyze_queue": 0, "analyze_finished": 40}
+SHOWN = ("evals 42/100", "best 1.80207", "129.0 cand/min", "failed 7", "llm busy 3", "eval busy 2 q 1",
+         "tokens 15.4k", "research 3/4 busy", "engineer 2/2 busy q 1", "analyze 0/1 busy")
+
+
+def _render(status: dict, width: int) -> list[str]:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(ProgressView(status, 100))
+    return console.export_text().splitlines()
+
+
+def test_the_live_display_fits_the_width_and_shows_the_status_numbers():
+    lines = _render(LIVE_STATUS, 60)
+    assert len(lines) > 2 and all(len(line) <= 60 for line in lines)
+    for field in SHOWN:  # each field whole on one line: never split where the width runs out
+        assert any(field in line for line in lines), field
+    assert lines[0].startswith("evoforge evals 42/100")
+
+
+def test_a_wide_terminal_shows_one_line_of_counters_and_one_of_workers():
+    lines = _render(LIVE_STATUS, 200)
+    assert lines == ["evoforge " + progress_line(LIVE_STATUS, 100).removeprefix("[evoforge] "),
+                     "workers research 3/4 busy | engineer 2/2 busy q 1 | analyze 0/1 busy"]
+
+
+def test_a_field_longer_than_the_width_is_cut_not_wrapped():
+    assert pack(["x" * 30, "yy"], 12) == ["x" * 11 + "…", "yy"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_ticker_redraws_the_display_in_place():
+    out = _Terminal()
+
+    async def run():
+        task = asyncio.create_task(tick(lambda: LIVE_STATUS, 0.01, 100, out=out))
+        await asyncio.sleep(0.1)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(run())
+    printed = out.getvalue()
+    assert "evals 42/100" in printed and "research 3/4 busy" in printed
+    assert "\x1b[1A" in printed  # cursor up: the display was redrawn over itself
+    assert "[evoforge]" not in printed  # not the plain line

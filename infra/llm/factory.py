@@ -1,23 +1,39 @@
-"""Choose the LLM backend: an OpenAI-compatible server when configured, else the offline proposer."""
+"""Choose the LLM backend: an OpenAI-compatible server, a router over several, or the offline proposer."""
 
 from __future__ import annotations
 
-from evoforge.infra.config import LLMConfig
+import os
+
+from evoforge.infra.config import ConfigError, EndpointConfig, LLMConfig
 from evoforge.infra.llm.openai_backend import OpenAIBackend
+from evoforge.infra.llm.router import Router
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.offline.backend import OfflineBackend
 
 
 def make_backend(cfg: LLMConfig, seed: int) -> LLMBackend:
-    """The backend this config names; no base_url means the offline proposer (no LLM)."""
+    """The backend this config names: `llm.endpoints` means a router over them, a `base_url` one
+    server, and neither the offline proposer (no LLM)."""
+    if cfg.endpoints:
+        backends = [(_openai(cfg, e.base_url, e.model, endpoint_key(cfg, e, i), seed + i), e.weight)
+                    for i, e in enumerate(cfg.endpoints)]
+        return Router(backends, routing=cfg.routing, prices=cfg.prices, explore=cfg.explore, seed=seed)
     if not cfg.base_url:
         return OfflineBackend(seed=seed)
-    return OpenAIBackend(
-        base_url=cfg.base_url,
-        model=cfg.model,
-        api_key=cfg.secret_key(),
-        timeout_s=cfg.timeout_s,
-        max_retries=cfg.max_retries,
-        backoff_s=cfg.backoff_s,
-        seed=seed,
-    )
+    return _openai(cfg, cfg.base_url, cfg.model, cfg.secret_key(), seed)
+
+
+def endpoint_key(cfg: LLMConfig, endpoint: EndpointConfig, index: int) -> str | None:
+    """The endpoint's API key, read here, late: from its `api_key_env` variable, else the llm's key."""
+    if endpoint.api_key_env is None:
+        return cfg.secret_key()
+    key = os.environ.get(endpoint.api_key_env)
+    if not key:
+        raise ConfigError(f"llm.endpoints.{index}.api_key_env: the environment variable "
+                          f"{endpoint.api_key_env} is not set")
+    return key
+
+
+def _openai(cfg: LLMConfig, base_url: str, model: str | None, key: str | None, seed: int) -> OpenAIBackend:
+    return OpenAIBackend(base_url=base_url, model=model, api_key=key, timeout_s=cfg.timeout_s,
+                         max_retries=cfg.max_retries, backoff_s=cfg.backoff_s, seed=seed)

@@ -113,6 +113,9 @@ class OpenAIBackend:
         delay = max(base, retry_after or 0.0)
         return min(delay, 60.0) * (0.5 + self._rng.random() / 2)
 
+    def observe(self, model: str, gain: float | None) -> None:
+        """One server, nothing to learn from the feedback."""
+
     async def close(self) -> None:
         await self._client.close()
 

@@ -33,4 +33,8 @@ class LLMBackend(Protocol):
         self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int
     ) -> Completion: ...
 
+    def observe(self, model: str, gain: float | None) -> None:
+        """Feedback from the commit on a candidate `model` designed: its fitness gain over its
+        parent (positive: it improved; None: it was not evaluated). A router learns from it."""
+
     async def close(self) -> None: ...

@@ -83,5 +83,8 @@ class OfflineBackend:
         return Completion(text=text, model=self.model, backend=self.name, tokens_in=0,
                           tokens_out=0, seconds=time.perf_counter() - started)
 
+    def observe(self, model: str, gain: float | None) -> None:
+        """No choice of model, nothing to learn from the feedback."""
+
     async def close(self) -> None:
         """Nothing to release."""
