@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evoforge.infra.runfiles import RunPaths, read_json, write_atomic
+from evoforge.infra.runfiles import RunPaths, read_json
 
 
 class NoRunError(ValueError):
@@ -157,25 +157,29 @@ def cmd_best(run_dir: Path, output: Path | None) -> int:
 def cmd_report(run_dir: Path) -> int:
     """Write the run's report.md and its plots (report/*.png) from its node database and
     timeline, and print it; refused while the run is going (its process holds the database)."""
+    from evoforge.evaluators.task import TaskError, load_task
     from evoforge.infra.nodestore import NodeStore, StoreBusyError
-    from evoforge.stages.report import report_md
-    from evoforge.stages.report_figures import report_figures
+    from evoforge.stages.run_report import RunFacts, rounds_of, write_report
 
     paths = RunPaths(run_dir)
     if not paths.db.is_file():
         raise NoRunError(f"no evoforge run in {run_dir} (no nodes.duckdb)")
+    status = read_json(paths.status) or {}
+    stage = status.get("search_stage") or "full"
     try:
         with NodeStore(paths.db, read_only=True) as store:
-            nodes, task_name = store.all(), store.get_meta("task") or run_dir.name
+            task_name = store.get_meta("task") or run_dir.name
             maximize = store.get_meta("direction", "maximize") == "maximize"
+            try:  # a staged task's sections need its stages; a task folder since moved has none
+                staged = load_task(task_name).staged
+            except TaskError:
+                staged = stage != "full"
+            plans, promotions = rounds_of(store)
+            text, drawn = write_report(paths, store, RunFacts(task_name, maximize, stage, staged),
+                                       status.get("best_node"), plans, promotions)
     except StoreBusyError:
         raise StoreBusyError(f"the run in {run_dir} is going and holds its node database: its report "
                              f"is written when it ends (`evoforge status {run_dir}` works now)") from None
-    status = read_json(paths.status) or {}
-    stage = status.get("search_stage") or "full"
-    section, drawn = report_figures(paths, nodes, stage, maximize, best_id=status.get("best_node"))
-    text = report_md(task_name, nodes, maximize, stage=stage) + "\n" + "\n".join(section)
-    write_atomic(paths.report, text)
     print(text, end="")
     print(f"wrote {paths.report} ({len(drawn)} plots in {paths.figures})", file=sys.stderr)
     return 0

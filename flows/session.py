@@ -25,11 +25,9 @@ from evoforge.stages.history import NEW_BEST, PoolHistory
 from evoforge.stages.item import Item
 from evoforge.stages.model_usage import ModelUsageTable
 from evoforge.stages.pool import Pool
-from evoforge.stages.report import report_md
-from evoforge.stages.report_figures import report_figures
 from evoforge.stages.round_records import PLANS_META, PROMOTIONS_META
+from evoforge.stages.run_report import RunFacts, write_report
 from evoforge.stages.sample import rebuild_sampler
-from evoforge.stages.staged_report import final_section, optuna_section, plan_section, stages_section
 from evoforge.stages.stats import RunStats
 
 
@@ -54,7 +52,7 @@ class Session:
         try:
             self.committer.flush()
             self.store.set_meta("wall_s", self.committer.wall_s())
-            write_atomic(self.paths.report, self.report())
+            self.report()
             if self.tracker is not None and self.paths.leaderboard.is_file():
                 self.tracker.log_text_on_parent(self.paths.leaderboard.read_text(), "leaderboard.md")
             if self.tracker is not None:  # the run's outcome on its parent run, as files
@@ -68,23 +66,12 @@ class Session:
 
 
     def report(self) -> str:
-        """report.md: for a staged run, the final scores and stage comparisons come first."""
-        task, nodes = self.ctx.task, self.store.all()
-        maximize = task.direction == "maximize"
-        sections: list[str] = []
-        if task.staged:
-            rounds = self.committer.rounds
-            sections = [*final_section(self.store.final_scores(), {n.id: n for n in nodes}),
-                        *stages_section(nodes, rounds.promotions, maximize),
-                        *optuna_section(nodes, task.search_stage, maximize),
-                        *plan_section(rounds.plans)]
-        elif any(n.trials_run for n in nodes):
-            sections = optuna_section(nodes, task.search_stage, maximize)
-        winner = self.committer.pool.winner()
-        figures, drawn = report_figures(self.paths, nodes, task.search_stage, maximize,
-                                        best_id=winner.id if winner else None)
-        text = report_md(task.name, nodes, maximize, stage=task.search_stage, sections=sections)
-        text += "\n" + "\n".join(figures)
+        """Write report.md with its plots (for a staged run the final scores and stage comparisons
+        come first) and log them on the MLflow parent run; returns the text."""
+        task, rounds, winner = self.ctx.task, self.committer.rounds, self.committer.pool.winner()
+        facts = RunFacts(task.name, task.direction == "maximize", task.search_stage, task.staged)
+        text, drawn = write_report(self.paths, self.store, facts, winner.id if winner else None,
+                                   rounds.plans, rounds.promotions)
         if self.tracker is not None:
             self.tracker.log_text_on_parent(text, "report.md")
             for figure in drawn:  # report.md's image links resolve beside it in the artifacts

@@ -25,33 +25,30 @@ SYSTEM = (
     "everything outside it is fixed and must stay byte-for-byte the same."
 )
 
-DIFF_RULES = f"""{FORMAT_PREFIX} {FORMAT_DIFF}
-Start with one or two sentences of motivation: what you change and why it should help.
-Then give one or more SEARCH/REPLACE blocks. Each SEARCH part must match the current program
-exactly (whitespace included) and appear in it once:
-
-<<<<<<< SEARCH
+_BLOCK_EXAMPLE = """<<<<<<< SEARCH
 exact lines from the current program
 =======
 the lines that replace them
 >>>>>>> REPLACE
 """
 
+DIFF_RULES = f"""{FORMAT_PREFIX} {FORMAT_DIFF}
+Start with one or two sentences of motivation: what you change and why it should help.
+Then give one or more SEARCH/REPLACE blocks. Each SEARCH part must match the current program
+exactly (whitespace included) and appear in it once:
+
+{_BLOCK_EXAMPLE}"""
+
 # The research prompt describes both answer forms in its stable part (so the prefix a server
 # caches is the same for diff and rewrite calls) and names the one it wants on its last line.
-_ANSWER_RULES = """## How to answer
+_ANSWER_RULES = f"""## How to answer
 Start with one or two sentences of motivation: what you change and why it should help. Then give
 the change in the answer format named on the last line of this message:
 
 - diff: one or more SEARCH/REPLACE blocks. Each SEARCH part must match the current program
   exactly (whitespace included) and appear in it once:
 
-<<<<<<< SEARCH
-exact lines from the current program
-=======
-the lines that replace them
->>>>>>> REPLACE
-
+{_BLOCK_EXAMPLE}
 - rewrite: the complete new program in one ```python fenced block, keeping the EVOLVE markers
   and everything outside the EVOLVE block unchanged.
 """

@@ -79,6 +79,7 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
         )
     except LLMError as exc:
         node.llm_s = time.perf_counter() - start
+        node.model = exc.model or node.model  # a router names the model the call went to
         trace_call(ctx, prompt, started_at, node.llm_s, error=str(exc))
         return _fail(node, f"LLM call failed: {exc}", {"prompt": prompt})
     trace_call(ctx, prompt, started_at, completion.seconds, completion)

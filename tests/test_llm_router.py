@@ -76,8 +76,9 @@ def test_failed_calls_count_against_a_model_and_unknown_models_are_ignored():
     router = _router(explore=0.0)
     _feed(router, "cheap", calls=20, improved=4, cost_per_call=0.001)
     _feed(router, "costly", calls=20, improved=4, cost_per_call=0.001)
-    router.arms["cheap"].failed = 200  # it keeps failing: the other model gets the calls
-    router.observe("cheap, costly", 1.0)  # a failed research call's node names no single model
+    for _ in range(200):  # its research calls keep failing: the commit reports each as a miss
+        router.observe("cheap", None)
+    router.observe("cheap, costly", 1.0)  # a name that is no arm is ignored
     assert _share(router, "costly") > 0.95
 
 
@@ -203,3 +204,18 @@ def test_a_bandit_run_favours_the_cheaper_model_and_records_per_model_figures(tm
                   if not r.data.tags.get("mlflow.parentRunId"))
     assert parent.data.metrics["model.cheap.tokens_in"] == models["cheap"]["tokens_in"]
     assert parent.data.metrics["model.costly.cost_usd"] == pytest.approx(models["costly"]["cost_usd"])
+
+
+def test_a_failed_call_names_the_model_it_was_routed_to():
+    import socket
+
+    from evoforge.infra.llm.types import LLMError
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dead = OpenAIBackend(f"http://127.0.0.1:{port}/v1", "costly", max_retries=0, timeout_s=2)
+    router = Router([(dead, 1.0)], routing="weighted")
+    with pytest.raises(LLMError) as failed:
+        asyncio.run(router.complete(MESSAGES, temperature=0.5, max_tokens=64))
+    assert failed.value.model == "costly" and "costly at http://127.0.0.1" in str(failed.value)

@@ -205,3 +205,51 @@ def test_calls_are_noted_only_inside_a_stage_run_and_failures_are_error_traces()
     assert span.status.status_code == "ERROR" and span.outputs is None
     assert span.inputs == {"messages": messages} and span.name == "analyze (failed, no answer)"
     assert span.get_attribute("mlflow.traceTag.node_id") == "n1"
+
+
+@pytest.mark.slow
+def test_the_printed_mlflow_ui_command_serves_the_run(sim_run, tmp_path):
+    """Run the command as printed (on a free port) and ask the UI's server for the run and its traces."""
+    import os
+    import re
+    import shlex
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    _, uri, out, _ = sim_run
+    line = next(line for line in out.splitlines() if line.startswith("browse in MLflow: "))
+    command = line.removeprefix("browse in MLflow: ").split("  (")[0]
+    run_id = re.search(r"/runs/([0-9a-f]+)\)$", line).group(1)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = shlex.split(command)
+    assert argv[:2] == ["mlflow", "ui"]
+    with open(tmp_path / "ui.log", "w") as log:  # noqa: SIM115 - the child keeps its own copy
+        server = subprocess.Popen([sys.executable, "-m", "mlflow", *argv[1:], "--port", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, (tmp_path / "ui.log").read_text()[-2000:]
+            try:
+                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "mlflow ui did not answer"
+            time.sleep(0.5)
+        run = httpx.get(f"{base}/api/2.0/mlflow/runs/get", params={"run_id": run_id}, timeout=30).json()
+        assert run["run"]["info"]["run_id"] == run_id and run["run"]["info"]["status"] == "FINISHED"
+        files = httpx.get(f"{base}/api/2.0/mlflow/artifacts/list", params={"run_id": run_id},
+                          timeout=30).json()["files"]
+        assert {"best", "leaderboard.md", "report.md", "config.json"} <= {f["path"] for f in files}
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)

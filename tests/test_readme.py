@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from pydantic import BaseModel
 
-from evoforge.flows.cli import build_parser
+from evoforge.flows.cli import build_parser, main
 from evoforge.infra.config import RunConfig, load_config
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,15 +51,55 @@ def test_the_config_reference_is_the_full_default_config(tmp_path):
     assert keys(yaml.safe_load(block)) == fields(RunConfig())
 
 
+def _evoforge_commands() -> list[list[str]]:
+    """Every `evoforge …` line of README's bash blocks (after any VAR=value prefixes), as argv."""
+    out = []
+    for block in _blocks("bash"):
+        for line in block.splitlines():
+            words = line.split("#")[0].replace("&", "").split()
+            while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+                words = words[1:]
+            if words[:1] == ["evoforge"]:
+                out.append(words[1:])
+    return out
+
+
 def test_the_cli_lines_in_the_readme_parse():
     parser = build_parser()
-    lines = [line.split("#")[0].strip() for block in _blocks("bash") for line in block.splitlines()]
-    commands = [line.split("evoforge ", 1)[1] for line in lines
-                if line.startswith(("evoforge ", "OPENAI_API_KEY")) and "evoforge " in line]
-    assert len(commands) >= 6
-    for command in commands:
-        argv = command.replace("&", "").split()
+    commands = _evoforge_commands()
+    assert len(commands) >= 15
+    for argv in commands:
+        if argv == ["--version"]:
+            continue  # argparse prints it and exits: run for real below
         parser.parse_args(argv)
+
+
+READ_ONLY = ("status", "leaderboard", "best", "report", "tasks", "--version")
+
+
+@pytest.mark.slow
+def test_the_readmes_commands_on_a_run_work_as_written(tmp_path, monkeypatch, capsys):
+    """Run README's commands that read a run, as written, from a folder holding a finished run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.yaml").write_text("cognition: {enabled: false}\nanalyze: {enabled: false}\n")
+    assert main(["run", "circle_packing", "--max-evals", "6", "--config", "c.yaml", "--no-mlflow",
+                 "--quiet"]) == 0
+    ran = []
+    for argv in _evoforge_commands():
+        if argv[0] not in READ_ONLY:
+            continue
+        capsys.readouterr()
+        if argv == ["--version"]:
+            with pytest.raises(SystemExit) as stop:
+                main(argv)
+            assert stop.value.code == 0
+        else:
+            assert main(argv) == 0, argv
+        assert capsys.readouterr().out.strip(), argv
+        ran.append(argv[0])
+    assert set(ran) == set(READ_ONLY)
+    assert (tmp_path / "best.py").read_text() == (tmp_path / "evoforge-runs" / "circle_packing" / "best"
+                                                  / "program.py").read_text()
 
 
 def test_the_readme_stage_example_plugs_in_and_runs(tmp_path):

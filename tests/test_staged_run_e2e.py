@@ -82,6 +82,8 @@ def test_promotion_scores_the_leaders_at_full_and_the_final_report_holds_the_hel
     assert all(FINAL_LOW <= f.score <= FINAL_LOW + 1 for f in finals)
     report = (run_dir / "report.md").read_text()
     assert "## Final (held-out) scores" in report and f"`{winner.id}`" in report
+    assert main(["report", str(run_dir)]) == 0  # written again later: the same report, staged sections too
+    assert (run_dir / "report.md").read_text() == report
     board = (run_dir / "leaderboard.md").read_text()
     assert "| rank | node | branch | pilot | full |" in board and "## Promotions" in board
     assert str(int(FINAL_LOW)) not in board  # final scores never reach the leaderboard

@@ -36,9 +36,8 @@ class Arm:
     endpoints: list[OpenAIBackend] = field(default_factory=list)
     weights: list[float] = field(default_factory=list)
     answered: int = 0  # calls that returned an answer
-    failed: int = 0  # calls that raised an LLMError after their retries
     cost: float = 0.0  # over the answered calls, in the router's cost unit
-    designs: int = 0  # candidates the commit reported on
+    designs: int = 0  # candidates the commit reported on (a failed research call's too: a miss)
     improvements: int = 0  # of those, the ones that beat their parent
 
     def mean_cost(self) -> float | None:
@@ -114,8 +113,7 @@ class Router:
         prior = sum(known) / len(known) if known else 1.0  # an untried model costs the average
         best, best_value = arms[0], -1.0
         for arm in arms:
-            misses = arm.designs - arm.improvements + arm.failed
-            rate = self._rng.betavariate(1 + arm.improvements, 1 + max(misses, 0))
+            rate = self._rng.betavariate(1 + arm.improvements, 1 + arm.designs - arm.improvements)
             cost = arm.mean_cost()
             value = rate / max(prior if cost is None else cost, 1e-12)
             if value > best_value:
@@ -131,9 +129,8 @@ class Router:
         arm, backend = self.pick()
         try:
             completion = await backend.complete(messages, temperature=temperature, max_tokens=max_tokens)
-        except LLMError as exc:
-            arm.failed += 1
-            raise LLMError(f"{arm.model} at {backend.base_url}: {exc}") from None
+        except LLMError as exc:  # its node names the model, so the commit reports it as a miss
+            raise LLMError(f"{arm.model} at {backend.base_url}: {exc}", model=arm.model) from None
         arm.answered += 1
         arm.cost += self._cost(arm.model, completion)
         # the configured name, not the server's (a hosted API answers with a dated variant)

@@ -20,7 +20,12 @@ class Completion:
 
 
 class LLMError(RuntimeError):
-    """A request that failed after its retries; the message is recorded on the node."""
+    """A request that failed after its retries; the message is recorded on the node, and `model`
+    names the model the call went to when a router chose one."""
+
+    def __init__(self, message: str, model: str = "") -> None:
+        super().__init__(message)
+        self.model = model
 
 
 class LLMBackend(Protocol):
