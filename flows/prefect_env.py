@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 DEFAULTS = {
@@ -18,6 +19,9 @@ def apply_defaults() -> None:
     """Set evoforge's Prefect defaults in the environment, keeping any the user chose."""
     for key, value in DEFAULTS.items():
         os.environ.setdefault(key, value)
+    # At exit Prefect sends the events still queued (artifacts, the last task runs) and says so on
+    # the terminal ("EventsWorker - Still processing items"): nothing a user can act on
+    logging.getLogger("EventsWorker").setLevel(logging.ERROR)
 
 
 apply_defaults()

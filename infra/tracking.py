@@ -129,6 +129,8 @@ class Tracker:
         try:
             from mlflow.tracking import MlflowClient  # heavy import kept off the main thread
 
+            # a new store announces its schema migration on the terminal at INFO; it belongs in run.log
+            logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
             self._client = MlflowClient(tracking_uri=uri)
             exp = self._client.get_experiment_by_name(experiment)
             if exp is None:
