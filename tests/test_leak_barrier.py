@@ -22,7 +22,7 @@ from tests.staged_tasks import FINAL_LOW, write_staged_task
 
 REPO = Path(__file__).resolve().parent.parent
 # the only modules that may read or write final scores: the final report and report.md
-FINAL_READERS = {"flows/final_report.py", "flows/session.py", "stages/staged_report.py",
+FINAL_READERS = {"flows/final_report.py", "stages/run_report.py", "stages/staged_report.py",
                  "infra/nodestore.py"}
 _FINAL_NAMES = re.compile(r"final_scores|FinalScore|score_final|at_stage\(\s*[\"']final")
 
