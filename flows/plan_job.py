@@ -8,6 +8,7 @@ import logging
 
 from evoforge.flows.engine import Engine
 from evoforge.flows.rounds import RoundJob
+from evoforge.infra.llm_traces import recording
 from evoforge.infra.nodes import Node
 from evoforge.stages.branches import KillCriteria, Plan, branch_health, initial_plan, plan_md
 from evoforge.stages.commit import Committer
@@ -57,12 +58,13 @@ def plan_job(engine: Engine, ctx: StageContext, committer: Committer, size: int,
         current = committer.rounds.plan
         assert current is not None
         llm = None if ctx.llm.name == "offline" else ctx.llm
-        plan, health, completion = await replan(
-            current, nodes, llm=llm, round=round_no, round_of=lambda n: rounds.get(n.id, round_no),
-            stage=stage, maximize=maximize, task_description=ctx.task.description,
-            leaderboard_rows=build_leaderboard(nodes, stage, maximize, limit=15),
-            temperature=ctx.config.llm.temperature, max_tokens=ctx.config.llm.max_tokens,
-            fresh_hypotheses=fresh)
+        with recording("plan") as calls:  # the plan agent's LLM call, traced on the parent run
+            plan, health, completion = await replan(
+                current, nodes, llm=llm, round=round_no, round_of=lambda n: rounds.get(n.id, round_no),
+                stage=stage, maximize=maximize, task_description=ctx.task.description,
+                leaderboard_rows=build_leaderboard(nodes, stage, maximize, limit=15),
+                temperature=ctx.config.llm.temperature, max_tokens=ctx.config.llm.max_tokens,
+                fresh_hypotheses=fresh)
         text = plan_md(plan, health, [*committer.rounds.plans, plan])
         retired = [b.id for b, _ in plan.retired if b.id not in {x.id for x, _ in current.retired}]
         log.info("plan v%d at round %d by %s: %s; retired %s", plan.version, round_no, plan.author,
@@ -74,6 +76,8 @@ def plan_job(engine: Engine, ctx: StageContext, committer: Committer, size: int,
                 committer.stats.llm_s += completion.seconds
                 committer.stats.tokens_in += completion.tokens_in
                 committer.stats.tokens_out += completion.tokens_out
+            if committer.tracker is not None and calls.calls:
+                committer.tracker.log_parent_traces(calls.calls, {"plan_version": str(plan.version)})
             ctx.plan = plan
 
         await engine.in_commit(apply)

@@ -173,7 +173,8 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
                           flush_interval_s=cfg.engine.commit_interval_s,
                           cognition=cognition if cfg.analyze.write_back else None, run_id=run_id,
                           dedupe_similarity=cfg.cognition.dedupe_similarity, llm=llm,
-                          models=ModelUsageTable.rebuild(nodes, pool, cfg.llm.prices))
+                          models=ModelUsageTable.rebuild(nodes, pool, cfg.llm.prices,
+                                                        observe=llm.observe))
     committer.rounds.restore(store.get_meta(PLANS_META, []), store.get_meta(PROMOTIONS_META, []))
     paths.scratch.mkdir(exist_ok=True)
     ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=pool, sampler=sampler,

@@ -189,6 +189,11 @@ class Tracker:
 
         self._submit(job)
 
+    def log_parent_traces(self, calls: list[LLMCall], tags: dict[str, str] | None = None) -> None:
+        """LLM calls made for the run rather than one candidate (the plan agent's), linked to the
+        parent run."""
+        self._submit(lambda: self._traces(calls, self.parent_run_id, tags or {}))
+
     def _traces(self, calls: list[LLMCall], run_id: str | None, tags: dict[str, str]) -> None:
         """Buffer the calls' traces; they are written when the queue runs dry (or at 200), so a
         backlog is written in few transactions."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from evoforge.infra.llm.types import Completion, LLMError
+from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
 from evoforge.infra.llm_traces import note_call
 from evoforge.infra.nodes import Node
 from evoforge.stages.authorship import answer_kind
@@ -21,22 +21,22 @@ async def ask_llm(ctx: StageContext, node: Node, messages: list[dict[str, str]])
                                             max_tokens=ctx.config.llm.max_tokens)
     except LLMError as exc:
         node.llm_s += time.perf_counter() - start
-        trace_call(ctx, messages, started_at, time.perf_counter() - start, error=str(exc))
+        trace_call(ctx.llm, messages, started_at, time.perf_counter() - start, error=str(exc))
         raise
     node.llm_s += completion.seconds
     node.tokens_in += completion.tokens_in
     node.tokens_out += completion.tokens_out
-    trace_call(ctx, messages, started_at, completion.seconds, completion)
+    trace_call(ctx.llm, messages, started_at, completion.seconds, completion)
     return completion
 
 
-def trace_call(ctx: StageContext, messages: list[dict[str, str]], started_at: float, seconds: float,
+def trace_call(llm: LLMBackend, messages: list[dict[str, str]], started_at: float, seconds: float,
                completion: Completion | None = None, error: str | None = None) -> None:
-    """Note a call (answered, or failed with `error`) for its MLflow trace; outside a stage run
-    the engine started, nothing is noted."""
+    """Note a call to `llm` (answered, or failed with `error`) for its MLflow trace; outside a
+    recording (a stage run, the plan agent's round) nothing is noted."""
     if completion is None:
-        offline = ctx.llm.name == "offline"
-        note_call(messages, answer="", backend=ctx.llm.name, model=ctx.llm.model,
+        offline = llm.name == "offline"
+        note_call(messages, answer="", backend=llm.name, model=llm.model,
                   author="offline" if offline else "unknown", tokens_in=0, tokens_out=0,
                   started_at=started_at, seconds=seconds, error=error)
         return

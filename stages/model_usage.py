@@ -8,7 +8,7 @@ The table is rebuilt from the node database on resume, like the run's other coun
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -61,13 +61,17 @@ class ModelUsageTable:
         return gain
 
     @classmethod
-    def rebuild(cls, nodes: Sequence[Node], pool: Pool,
-                prices: Mapping[str, ModelPrice] | None = None) -> ModelUsageTable:
-        """The table of a resumed run, from its finished nodes."""
+    def rebuild(cls, nodes: Sequence[Node], pool: Pool, prices: Mapping[str, ModelPrice] | None = None,
+                observe: Callable[[str, float | None], None] | None = None) -> ModelUsageTable:
+        """The table of a resumed run, from its finished nodes; `observe` (the LLM backend's) is
+        given each candidate's model and gain again, as the commit gave them, so a bandit router
+        resumes with what it had learnt."""
         table, by_id = cls(prices), {n.id: n for n in nodes}
-        for node in nodes:
+        for node in sorted(nodes, key=lambda n: n.evaluated_at or n.created_at):
             if node.status.terminal:
-                table.add(node, by_id.get(node.parent_id or ""), pool)
+                gain = table.add(node, by_id.get(node.parent_id or ""), pool)
+                if observe is not None and node.origin != "seed":
+                    observe(node.model, gain)
         return table
 
     def as_dict(self) -> dict[str, dict[str, Any]]:

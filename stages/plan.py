@@ -9,6 +9,7 @@ Everything here is pure except the one LLM call.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -27,6 +28,7 @@ from evoforge.stages.branches import (
     branch_health,
     describe_health,
 )
+from evoforge.stages.llm_call import trace_call
 
 OFFLINE_AUTHOR = "offline (no LLM): health rules only"
 SIMULATED_AUTHOR = "simulated (llm-sim)"
@@ -180,12 +182,15 @@ async def replan(plan: Plan, nodes: Sequence[Node], *, llm: LLMBackend | None, r
     author, notes, completion = OFFLINE_AUTHOR, [], None
     if llm is not None and llm.name != "offline":
         messages = plan_messages(plan, health, leaderboard_rows, task_description, stage)
+        started_at, start = time.time(), time.perf_counter()
         try:
             completion = await llm.complete(messages, temperature=temperature, max_tokens=max_tokens)
         except LLMError as exc:
+            trace_call(llm, messages, started_at, time.perf_counter() - start, error=str(exc))
             author = f"health rules only: the plan call to {llm.name} (model {llm.model}) failed"
             notes.append(f"LLM error: {exc}")
         else:
+            trace_call(llm, messages, started_at, completion.seconds, completion)
             parsed = parse_plan_answer(completion.text, plan)
             if any(a.stated for a in parsed):
                 answers, author = parsed, _author(completion)

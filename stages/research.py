@@ -80,9 +80,9 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
     except LLMError as exc:
         node.llm_s = time.perf_counter() - start
         node.model = exc.model or node.model  # a router names the model the call went to
-        trace_call(ctx, prompt, started_at, node.llm_s, error=str(exc))
+        trace_call(ctx.llm, prompt, started_at, node.llm_s, error=str(exc))
         return _fail(node, f"LLM call failed: {exc}", {"prompt": prompt})
-    trace_call(ctx, prompt, started_at, completion.seconds, completion)
+    trace_call(ctx.llm, prompt, started_at, completion.seconds, completion)
     node.llm_s = completion.seconds
     node.tokens_in, node.tokens_out = completion.tokens_in, completion.tokens_out
     node.backend, node.model = completion.backend, completion.model

@@ -121,6 +121,22 @@ def test_model_usage_counts_calls_tokens_cost_and_improvements():
     assert model_metrics(rows)["model.cheap.tokens_in"] == 1_000_000
 
 
+def test_a_resumed_bandit_learns_again_from_the_node_database():
+    pool = Pool(maximize=True)
+    seed = Node(id="s", run_id="r", code="", status=EVALUATED, score_full=1.0, origin="seed")
+    pool.add(seed)
+    nodes = [seed]
+    for i in range(10):  # cheap's designs all beat the seed, costly's never do
+        nodes.append(Node(id=f"c{i}", run_id="r", code="", parent_id="s", status=EVALUATED,
+                          score_full=1.5, model="cheap"))
+        nodes.append(Node(id=f"x{i}", run_id="r", code="", parent_id="s", status=FAILED, model="costly"))
+    router = _router(explore=0.0)
+    ModelUsageTable.rebuild(nodes, pool, PRICES, observe=router.observe)
+    assert (router.arms["cheap"].designs, router.arms["cheap"].improvements) == (10, 10)
+    assert (router.arms["costly"].designs, router.arms["costly"].improvements) == (10, 0)
+    assert _share(router, "cheap") > 0.95  # what the run had learnt, before any new call
+
+
 def test_status_text_has_one_line_per_model_when_there_are_several():
     base = {"task": "t", "evaluations": 3, "candidates_per_min": 1.0, "wall_s": 1.0, "tokens_in": 5,
             "tokens_out": 6}

@@ -188,16 +188,15 @@ def test_workspace_is_the_run_folders_parent_unless_one_is_named(tmp_path):
     assert with_workspace(load_config(tmp_path / "c.yaml"), run_dir).workspace == "from-file"
 
 
-class _Ctx:  # what trace_call reads of the stage context: the backend's name and model
-    class llm:  # noqa: N801
-        name, model = "openai", "m"
+class _Backend:  # what trace_call reads of a backend that failed: its name and model
+    name, model = "openai", "m"
 
 
 def test_calls_are_noted_only_inside_a_stage_run_and_failures_are_error_traces():
     messages = [{"role": "user", "content": "improve x"}]
-    trace_call(_Ctx(), messages, 1.0, 0.5, error="outside any stage run")  # nobody collects it
+    trace_call(_Backend(), messages, 1.0, 0.5, error="outside any stage run")  # nobody collects it
     with recording("analyze") as log:
-        trace_call(_Ctx(), messages, 1_700_000_000.0, 0.25, error="LLM request failed: 500")
+        trace_call(_Backend(), messages, 1_700_000_000.0, 0.25, error="LLM request failed: 500")
     [call] = log.calls
     assert (call.stage, call.author, call.error) == ("analyze", "unknown", "LLM request failed: 500")
     [span] = trace_spans(log.calls, {"node_id": "n1"})

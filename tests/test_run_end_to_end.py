@@ -73,7 +73,7 @@ def test_run_again_resumes_and_stops_at_the_same_total(tmp_path):
     assert first < {n.id for n in nodes}
 
 
-def test_simulator_run_over_http_improves(tmp_path):
+def test_simulator_run_over_http_finds_improvements(tmp_path):
     with SimulatorProcess(SimConfig(median_s=0.05, sigma=0.3, slots=4, seed=5)) as sim:
         code, run_dir = _run(tmp_path, "--llm-base-url", sim.base_url, "--workers",
                              "research=4,engineer=2", evals=30)
@@ -85,8 +85,15 @@ def test_simulator_run_over_http_improves(tmp_path):
     assert {n.model for n in proposals} == {"evoforge-sim"}
     assert all(n.tokens_in > 0 and n.tokens_out > 0 for n in proposals)
     assert stats["completed"] >= len(proposals)
+    # the simulator's edits are real mutations: some beat the program they were made from (15 of 15
+    # runs measured). Beating the seed within 30 evaluations is chance: 15 of 18 runs did, at this
+    # code and at the code before the prompt's reordering alike.
     seed_score, best = _seed_and_best(run_dir)
-    assert best > seed_score
+    by_id = {n.id: n for n in nodes}
+    better_than_parent = [n for n in proposals if n.status == EVALUATED and n.parent_id in by_id
+                          and by_id[n.parent_id].score_full is not None
+                          and n.score_full > by_id[n.parent_id].score_full]
+    assert better_than_parent and best >= seed_score
     prompt = next((run_dir / "nodes").glob("*/prompt.md")).read_text()
     assert "## Current program" in prompt
     answers = list((run_dir / "nodes").glob("*/answer.md"))

@@ -107,6 +107,19 @@ def test_trials_and_promotions_are_in_mlflow(staged_run):
     top = next(r for r in runs if r.info.run_name.startswith("toy_staged-"))
     files = {f.path for f in client.list_artifacts(top.info.run_id)}
     assert {"leaderboard.md", "research_plan.md", "report.md"} <= files
+    # the plan agent's calls (one per re-plan: version 1 is the initial plan) are traces on the run
+    import mlflow
+    from mlflow.tracking._tracking_service.utils import _use_tracking_uri
+
+    with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:
+        replans = len(store.get_meta("plans")) - 1
+    with _use_tracking_uri(f"sqlite:///{workspace / 'mlflow.db'}"):
+        traces = mlflow.search_traces(locations=[top.info.experiment_id], run_id=top.info.run_id,
+                                      return_type="list", max_results=1000)
+    plan_traces = [t for t in traces if t.info.tags.get("purpose") == "plan"]
+    assert replans >= 1 and len(plan_traces) == replans
+    assert {t.info.tags["plan_version"] for t in plan_traces} == {str(v) for v in range(2, replans + 2)}
+    assert all(t.info.tags["author"] == "simulated" for t in plan_traces)  # never shown as an LLM's
 
 
 def test_trials_promotions_and_the_final_report_are_prefect_runs(staged_run):
