@@ -75,7 +75,7 @@ class RunArtifacts:
         try:
             return await call
         except Exception as exc:  # tracking: a warning in run.log and the flow's logs, the run goes on
-            log.warning("could not publish the %s artifact: %s", what, exc)
+            log.warning("could not publish the %s artifact: %s", what, exc, exc_info=True)
             return None
 
     async def start(self, evaluations: int, target: TrackingTarget | None, mlflow_run_id: str | None) -> None:

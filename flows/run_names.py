@@ -51,4 +51,4 @@ async def rename_flow_run(name: str) -> None:
             await client.update_flow_run(ctx.flow_run.id, name=name)
         ctx.flow_run.name = name
     except Exception as exc:  # naming is tracking: a failure is a warning, the run goes on
-        log.warning("could not rename flow run %s to %s: %s", ctx.flow_run.id, name, exc)
+        log.warning("could not rename flow run %s to %s: %s", ctx.flow_run.id, name, exc, exc_info=True)

@@ -160,7 +160,7 @@ class Tracker:
                 if job is _STOP or self._queue.empty():
                     self._flush_traces()
             except Exception as exc:
-                log.warning("MLflow logging failed: %s: %s", type(exc).__name__, exc)
+                log.warning("MLflow logging failed: %s: %s", type(exc).__name__, exc, exc_info=True)
             if job is _STOP:
                 return
 

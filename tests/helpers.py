@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from evoforge.infra.nodes import Node
@@ -75,3 +76,19 @@ def prefect_run_of(run_dir: Path) -> tuple[object, list[str]]:
                     return mine[0], names
 
     return asyncio.run(read())
+
+
+def wait_until_answers(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
+    """Poll `url` until it answers 200; fail with the log's tail if `proc` exits or time runs out."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"{proc.args[:3]} exited:\n{log.read_text()[-4000:]}"
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"{url} did not answer:\n{log.read_text()[-4000:]}")

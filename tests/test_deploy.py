@@ -7,14 +7,12 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from argparse import Namespace
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 from prefect.client.orchestration import PrefectClient
@@ -34,7 +32,8 @@ from evoforge.flows.cli import main
 from evoforge.flows.deploy import DeploymentParams, evaluations_in, scheduled_run
 from evoforge.flows.deploy_cli import deployment_params
 from evoforge.infra.nodestore import NodeStore
-from tests.helpers import REPO, read_nodes
+from evoforge.infra.vllm_server import free_port
+from tests.helpers import REPO, read_nodes, wait_until_answers
 
 
 def _last_error_line(capsys) -> str:
@@ -91,12 +90,6 @@ def _tail(log: Path) -> str:
     return log.read_text()[-4000:]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start(cmd: list[str], env: dict[str, str], log: Path, cwd: Path) -> subprocess.Popen:
     with log.open("w") as out:  # the child holds its own copy of the descriptor
         return subprocess.Popen(cmd, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
@@ -112,19 +105,6 @@ def _stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
-
-
-def _wait_healthy(url: str, server: subprocess.Popen, log: Path, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert server.poll() is None, f"the Prefect server exited:\n{_tail(log)}"
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
-    raise AssertionError(f"the Prefect server did not answer:\n{_tail(log)}")
 
 
 async def _trigger_two_runs(url: str, served: subprocess.Popen, log: Path) -> dict:
@@ -161,7 +141,7 @@ async def _trigger_two_runs(url: str, served: subprocess.Popen, log: Path) -> di
 
 @pytest.mark.slow
 def test_a_served_deployment_continues_its_run_folder(tmp_path: Path):
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}/api"
     base = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     base["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
@@ -177,7 +157,7 @@ def test_a_served_deployment_continues_its_run_folder(tmp_path: Path):
         started.append(_start([str(Path(sys.executable).parent / "prefect"), "server", "start",
                                "--host", "127.0.0.1", "--port", str(port)],
                               server_env, server_log, tmp_path))
-        _wait_healthy(url, started[0], server_log)
+        wait_until_answers(f"{url}/health", started[0], server_log)
         started.append(_start([sys.executable, "-m", "evoforge.flows.cli", "deploy", "circle_packing",
                                "--name", "t", "--max-evals-per-run", "5", "--run-dir", str(run_dir),
                                "--workspace", str(tmp_path / "ws"), "--config", str(config)],

@@ -20,8 +20,9 @@ from evoforge.infra.config import load_config
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.llm_traces import recording, trace_spans
 from evoforge.infra.nodes import EVALUATED
+from evoforge.infra.vllm_server import free_port
 from evoforge.stages.llm_call import trace_call
-from tests.helpers import read_nodes
+from tests.helpers import read_nodes, wait_until_answers
 
 EXPERIMENT = "evoforge/circle_packing"
 CONFIG = "llm:\n  max_retries: 0\ncognition:\n  enabled: false\n"  # a 500 is a failed call at once
@@ -213,10 +214,8 @@ def test_the_printed_mlflow_ui_command_serves_the_run(sim_run, tmp_path):
     import re
     import shlex
     import signal
-    import socket
     import subprocess
     import sys
-    import time
 
     import httpx
 
@@ -224,9 +223,7 @@ def test_the_printed_mlflow_ui_command_serves_the_run(sim_run, tmp_path):
     line = next(line for line in out.splitlines() if line.startswith("browse in MLflow: "))
     command = line.removeprefix("browse in MLflow: ").split("  (")[0]
     run_id = re.search(r"/runs/([0-9a-f]+)\)$", line).group(1)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     argv = shlex.split(command)
     assert argv[:2] == ["mlflow", "ui"]
     with open(tmp_path / "ui.log", "w") as log:  # noqa: SIM115 - the child keeps its own copy
@@ -234,16 +231,7 @@ def test_the_printed_mlflow_ui_command_serves_the_run(sim_run, tmp_path):
                                   stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, (tmp_path / "ui.log").read_text()[-2000:]
-            try:
-                if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "mlflow ui did not answer"
-            time.sleep(0.5)
+        wait_until_answers(f"{base}/health", server, tmp_path / "ui.log", timeout=120)
         run = httpx.get(f"{base}/api/2.0/mlflow/runs/get", params={"run_id": run_id}, timeout=30).json()
         assert run["run"]["info"]["run_id"] == run_id and run["run"]["info"]["status"] == "FINISHED"
         files = httpx.get(f"{base}/api/2.0/mlflow/artifacts/list", params={"run_id": run_id},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 
 from rich.console import Console
@@ -28,7 +29,8 @@ def _tick_for(seconds: float, show: bool) -> tuple[int, int, str]:
         task = asyncio.create_task(tick(snapshot, 0.01, 10, out=out, on_tick=on_tick, show=show))
         await asyncio.sleep(seconds)
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
     asyncio.run(run())
     return calls["snapshot"], calls["on_tick"], out.getvalue()
@@ -89,7 +91,8 @@ def test_on_a_terminal_the_ticker_redraws_the_display_in_place():
         task = asyncio.create_task(tick(lambda: LIVE_STATUS, 0.01, 100, out=out))
         await asyncio.sleep(0.1)
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
     asyncio.run(run())
     printed = out.getvalue()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from evoforge.flows.progress import tick
@@ -41,7 +42,8 @@ def test_one_line_per_tick_with_increasing_time(tmp_path):
         task = asyncio.create_task(tick(snapshot, 0.01, 10, show=False))
         await asyncio.sleep(0.2)
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
     asyncio.run(run())
     rows = read_timeline(path)
