@@ -3,8 +3,9 @@
 ``evaluate_program`` copies the task folder to a private temp dir, writes the candidate over the
 program file, runs ``harness.py`` there under ``run_sandboxed``, and turns what came back into an
 ``EvalOutcome``. A candidate fails (``ok=False``, with the reason in ``error``) when the child
-wrote no result (timeout, signal, ``os._exit``), the evaluator raised, the objective metric is
-missing or not finite, or the evaluator returned a non-empty ``error`` value (OpenEvolve style).
+wrote no result (timeout, signal, ``os._exit``), the evaluator raised, or the result has no
+finite score (``evaluators/fitness.py``: the objective metric, else OpenEvolve's mean of the
+numeric metrics); an ``error`` entry beside a score is kept as an artifact, as OpenEvolve keeps it.
 ``quick_test_program`` runs the task's quick test (``task.yaml``: ``quick_test``) the same way,
 under its own short timeout: it passes unless the function raises, reports ``ok`` false or a
 non-empty ``error``, or the run dies. Both hand the stage (with its declared ``data_fraction``)
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import shutil
 import sys
@@ -30,11 +30,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evoforge.evaluators.sandbox import SandboxLimits, SandboxResult, run_sandboxed
+from evoforge.evaluators.fitness import objective_score
+from evoforge.evaluators.sandbox import SandboxLimits, SandboxResult, run_sandboxed, scratch_dir
 from evoforge.evaluators.task import EVALUATOR, Task
 
 HARNESS = Path(__file__).resolve().parent / "harness.py"
 COMPAT_DIR = Path(__file__).resolve().parent / "compat"
+SCORE_RULE = "score_rule"  # the artifact saying how a score not read from the objective was derived
 PARAMS_FILE = ".evoforge-params.json"  # the parameter values, handed to the harness (which deletes it)
 
 
@@ -107,7 +109,7 @@ async def run_harness(
     (see ``run_sandboxed``).
     """
     limits = limits or SandboxLimits(timeout_s=task.timeout_s)
-    workdir = Path(tempfile.mkdtemp(prefix="evoforge-eval-", dir=scratch_root))
+    workdir = Path(tempfile.mkdtemp(prefix="evoforge-eval-", dir=await scratch_dir(scratch_root, limits)))
     prepare = asyncio.ensure_future(asyncio.to_thread(_prepare, task, code, workdir, files or {}))
     try:
         await asyncio.shield(prepare)
@@ -176,10 +178,16 @@ def _harness_args(task: Task) -> list[str]:
 def judge(task: Task, result: SandboxResult, seconds: float) -> EvalOutcome:
     """Turn a sandbox result into an outcome, applying the failure rules of the module doc."""
     outcome = _outcome(result, seconds)
-    outcome.error = _failure(task, result, result.payload or {}, outcome.metrics, outcome.artifacts)
-    if outcome.error is None:
-        outcome.ok = True
-        outcome.score = outcome.metrics[task.objective]
+    payload = result.payload or {}
+    outcome.error = _run_failure(result, payload)
+    if outcome.error is not None:
+        return outcome
+    cascade = f" (cascade stopped at stage {payload.get('cascade_stage')})" if task.cascade else ""
+    flags = payload.get("flags") if isinstance(payload.get("flags"), list) else ()
+    score = objective_score(task, outcome.metrics, outcome.artifacts, flags, f"evaluator result{cascade}")
+    outcome.score, outcome.error, outcome.ok = score.value, score.failure, score.failure is None
+    if score.rule is not None and outcome.ok:
+        outcome.artifacts[SCORE_RULE] = score.rule
     return outcome
 
 
@@ -209,20 +217,6 @@ def numeric_metrics(raw: object) -> dict[str, float]:
     return {str(k): float(v) for k, v in items if isinstance(v, int | float) and not isinstance(v, bool)}
 
 
-def _failure(
-    task: Task,
-    result: SandboxResult,
-    payload: dict,
-    metrics: dict[str, float],
-    artifacts: dict[str, str],
-) -> str | None:
-    failure = _run_failure(result, payload)
-    if failure is not None:
-        return failure
-    cascade = f" (cascade stopped at stage {payload.get('cascade_stage')})" if task.cascade else ""
-    return metric_failure(task, metrics, artifacts, f"evaluator result{cascade}")
-
-
 def _run_failure(result: SandboxResult, payload: dict) -> str | None:
     """Why a run produced no usable report: it died, timed out, or the harness reported a failure."""
     if result.timed_out or result.payload is None:
@@ -235,17 +229,5 @@ def _run_failure(result: SandboxResult, payload: dict) -> str | None:
 def metric_failure(
     task: Task, metrics: dict[str, float], artifacts: dict[str, str], source: str = "evaluator result"
 ) -> str | None:
-    """Why a returned result fails: an ``error`` artifact, or a missing or non-finite objective."""
-    reported = artifacts.get("error", "").strip()
-    if reported:
-        return f"evaluator reported error: {' '.join(reported.split())[:1000]}"
-    if task.objective not in metrics:
-        present = ", ".join(sorted(metrics)) or "none"
-        return (
-            f"metric '{task.objective}' missing from {source}; "
-            f"numeric metrics present: {present}"
-        )
-    value = metrics[task.objective]
-    if not math.isfinite(value):
-        return f"metric '{task.objective}' is not finite ({value})"
-    return None
+    """Why a returned result has no finite objective metric (no OpenEvolve mean: case results)."""
+    return objective_score(replace(task, objective_declared=True), metrics, artifacts, source=source).failure

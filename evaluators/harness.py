@@ -2,8 +2,10 @@
 
 Run by the sandbox as ``python harness.py --evaluator E --program P [...]``; stdlib only, and it
 never imports evoforge. The result is one JSON object written to the file descriptor named by
-``EVOFORGE_RESULT_FD``: ``{"ok": true, "metrics": {...}, "artifacts": {...}, "cascade_stage": n}``
-or ``{"ok": false, "error": "...", "artifacts": {"traceback": ...}}``. Cascade evaluation follows
+``EVOFORGE_RESULT_FD``: ``{"ok": true, "metrics": {...}, "artifacts": {...}, "flags": [...],
+"cascade_stage": n}`` or ``{"ok": false, "error": "...", "artifacts": {"traceback": ...}}``; ``flags``
+names the metrics that were booleans (reported as 0/1). An ``async def`` evaluator function (also
+``evaluate_stage1..3``, ``cases``, ``evaluate_case``) is awaited. Cascade evaluation follows
 OpenEvolve: run ``evaluate_stage1``; continue only while the merged metrics pass the stage's
 threshold (``combined_score`` if present, else the mean of the numeric metrics but ``error``).
 
@@ -83,6 +85,12 @@ def _split_result(result: Any) -> tuple[dict[str, float], dict[str, str]]:
     return metrics, artifacts
 
 
+def _flags(result: Any) -> list[str]:
+    """Names of the boolean entries of a result's metrics (flags, left out of a fitness mean)."""
+    raw = result if isinstance(result, dict) else getattr(result, "metrics", None) or {}
+    return [str(k) for k, v in raw.items() if isinstance(v, bool) or type(v).__name__ == "bool_"]
+
+
 def _as_number(value: Any) -> float | None:
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return float(bool(value))
@@ -107,31 +115,39 @@ def _passes(metrics: dict[str, float], threshold: float) -> bool:
 
 
 def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn``; an ``async def`` evaluator's awaitable is run to its result."""
     result = fn(*args, **kwargs)
-    if inspect.iscoroutine(result):
-        result = asyncio.run(result)
+    if inspect.isawaitable(result):
+        result = asyncio.run(_awaited(result))
     return result
 
 
-def _run_stage(module: Any, name: str, program: str) -> tuple[dict, dict]:
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _run_stage(module: Any, name: str, program: str) -> tuple[dict, dict, list[str]]:
     try:
-        return _split_result(_call(getattr(module, name), program))
+        result = _call(getattr(module, name), program)
+        return (*_split_result(result), _flags(result))
     except BaseException as exc:  # every failure becomes a report
         raise StageFailure(name, exc) from exc
 
 
-def _cascade(module: Any, program: str, thresholds: list[float]) -> tuple[dict, dict, int]:
+def _cascade(module: Any, program: str, thresholds: list[float]) -> tuple[dict, dict, list[str], int]:
     metrics: dict[str, float] = {}
     artifacts: dict[str, str] = {}
+    flags: list[str] = []
     stage = 0
     while stage < 3 and hasattr(module, f"evaluate_stage{stage + 1}"):
         if stage > 0 and (len(thresholds) < stage or not _passes(metrics, thresholds[stage - 1])):
             break
         stage += 1
-        new_metrics, new_artifacts = _run_stage(module, f"evaluate_stage{stage}", program)
+        new_metrics, new_artifacts, new_flags = _run_stage(module, f"evaluate_stage{stage}", program)
         metrics.update(new_metrics)
         artifacts.update(new_artifacts)
-    return metrics, artifacts, stage
+        flags = [f for f in flags if f not in new_metrics] + new_flags
+    return metrics, artifacts, flags, stage
 
 
 def _load_evaluator(path: str) -> Any:
@@ -173,14 +189,17 @@ def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
         module = _load_evaluator(args.evaluator)
         if args.cascade:
             thresholds = [float(t) for t in args.thresholds.split(",") if t]
-            metrics, artifacts, stage = _cascade(module, args.program, thresholds)
-            return {"ok": True, "metrics": metrics, "artifacts": artifacts, "cascade_stage": stage}
+            metrics, artifacts, flags, stage = _cascade(module, args.program, thresholds)
+            return {"ok": True, "metrics": metrics, "artifacts": artifacts, "flags": flags,
+                    "cascade_stage": stage}
         where = "evaluate()"
         kwargs: dict[str, Any] = {"stage": args.stage} if args.stage_aware else {}
         if args.params_aware:
             kwargs["params"] = args.params
-        metrics, artifacts = _split_result(_call(module.evaluate, args.program, **kwargs))
-        return {"ok": True, "metrics": metrics, "artifacts": artifacts, "cascade_stage": None}
+        result = _call(module.evaluate, args.program, **kwargs)
+        metrics, artifacts = _split_result(result)
+        return {"ok": True, "metrics": metrics, "artifacts": artifacts, "flags": _flags(result),
+                "cascade_stage": None}
     except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate failures
         stage = None
         if isinstance(exc, StageFailure):

@@ -1,14 +1,14 @@
-"""Run an untrusted command in a resource-limited, environment-scrubbed subprocess.
+"""Run an untrusted command in a resource-limited, environment-scrubbed, isolated subprocess.
 
 The child gets a private working directory, a scrubbed environment (no API keys), rlimits on
-memory, CPU time and file size, and a process limit: a per-run ``pids`` cgroup when running as
-root (root ignores RLIMIT_NPROC), else RLIMIT_NPROC. Its result travels on a dedicated pipe whose
-descriptor number is in ``EVOFORGE_RESULT_FD``; stdout and stderr are only kept as tails. The
-pipe is read either whole (one JSON object, the default) or as JSON lines handed to an ``on_line``
-hook as they arrive; the hook returning False kills the run at once (``stopped=True``).
-
-This limits accidents (infinite loops, memory or fork bombs, crashes), not a determined attacker:
-a root child can still leave its cgroup. Example::
+memory, CPU time, file size and open files, and a process limit: a per-run ``pids`` cgroup when
+running as root (root ignores RLIMIT_NPROC), else RLIMIT_NPROC. As root it is also isolated
+(isolation.py): its own mount and network namespaces and a dedicated unprivileged uid, so it can
+reach no network, write nowhere but its directory, and neither read nor signal other processes.
+Its result travels on a dedicated pipe whose descriptor number is in ``EVOFORGE_RESULT_FD``;
+stdout and stderr are only kept as tails. The pipe is read either whole (one JSON object, the
+default) or as JSON lines handed to an ``on_line`` hook as they arrive; the hook returning False
+kills the run at once (``stopped=True``). Example::
 
     result = await run_sandboxed([sys.executable, "-c", "print(1)"], workdir, SandboxLimits())
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import json
 import math
 import os
 import resource
@@ -30,7 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from evoforge.evaluators import isolation
 from evoforge.evaluators.cgroup_pids import PidsCgroup, pids_cgroup_parent, process_limit_mechanism
+from evoforge.evaluators.sandbox_io import ChildProtocol, ResultProtocol
 
 # LanceDB (the cognition base) warns at every fork; a sandbox child execs a fresh Python at once
 # and never touches LanceDB's runtime, so the warning says nothing about it
@@ -41,7 +42,6 @@ warnings.filterwarnings("ignore", message="lancedb fork support is experimental"
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 _PR_SET_PDEATHSIG = 1
 _PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-_MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 _READER_GRACE_S = 2.0
 _SIGNAL_CAUSES = {
     "SIGSEGV": " (segmentation fault)",
@@ -62,6 +62,9 @@ class SandboxLimits:
     cpu_s: int | None = None
     max_procs: int = 64
     max_file_mb: int = 256
+    max_open_files: int = 512
+    isolate: bool = True  # a dedicated uid, no network, read-only filesystem, where available
+    expose: tuple[str, ...] = ()  # isolated: more paths it may read behind closed folders
     output_bytes: int = 65536
 
     def cpu_seconds(self) -> int:
@@ -127,16 +130,6 @@ def _child_env(workdir: Path, extra: dict[str, str] | None, result_fd: int) -> d
     return env
 
 
-def _user_process_count() -> int:
-    uid = os.getuid()
-    count = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                count += entry.stat().st_uid == uid
-    return count
-
-
 def _rlimits(limits: SandboxLimits, nproc: int | None) -> list[tuple[int, int, int]]:
     """(resource, soft, hard) triples, clamped to the hard limits we already have."""
     cpu = limits.cpu_seconds()
@@ -144,6 +137,7 @@ def _rlimits(limits: SandboxLimits, nproc: int | None) -> list[tuple[int, int, i
         (resource.RLIMIT_CORE, 0, 0),
         (resource.RLIMIT_CPU, cpu, cpu + 1),
         (resource.RLIMIT_FSIZE, limits.max_file_mb * 2**20, limits.max_file_mb * 2**20),
+        (resource.RLIMIT_NOFILE, limits.max_open_files, limits.max_open_files),
         *([(resource.RLIMIT_NPROC, nproc, nproc)] if nproc is not None else []),
         (resource.RLIMIT_AS, limits.memory_mb * 2**20, limits.memory_mb * 2**20),  # last
     ]
@@ -156,135 +150,48 @@ def _rlimits(limits: SandboxLimits, nproc: int | None) -> list[tuple[int, int, i
     return out
 
 
-def _make_preexec(rlimits: list[tuple[int, int, int]], procs_fd: int | None) -> Callable[[], None]:
-    """The child-side hook run between fork and exec: die with the parent, join the cgroup, then
-    set rlimits."""
+def _make_preexec(rlimits: list[tuple[int, int, int]], procs_fd: int | None,
+                  plan: isolation.IsolationPlan | None) -> Callable[[], None]:
+    """The child-side hook run between fork and exec: join the cgroup, isolate (namespaces and
+    the dedicated uid), set rlimits, then die with the parent (set last: a uid change clears it)."""
     parent = os.getpid()
 
     def preexec() -> None:
+        if procs_fd is not None:
+            os.write(procs_fd, str(os.getpid()).encode())
+        if plan is not None:
+            plan.apply_in_child()
+        for res, soft, hard in rlimits:
+            resource.setrlimit(res, (soft, hard))
         if _LIBC is not None:
             _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != parent:  # the parent died before the line above: die now
                 os._exit(1)
-        if procs_fd is not None:
-            os.write(procs_fd, str(os.getpid()).encode())
-        for res, soft, hard in rlimits:
-            resource.setrlimit(res, (soft, hard))
 
     return preexec
 
 
-class _Tail:
-    """Keeps the last ``size`` bytes of a stream."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.data = bytearray()
-
-    def add(self, chunk: bytes) -> None:
-        self.data += chunk
-        if len(self.data) > self.size:
-            del self.data[: len(self.data) - self.size]
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
-
-
-class _ChildProtocol(asyncio.SubprocessProtocol):
-    """Collects stdout/stderr tails and signals the child's exit and the pipes' closing."""
-
-    def __init__(self, output_bytes: int) -> None:
-        loop = asyncio.get_running_loop()
-        self.tails = {1: _Tail(output_bytes), 2: _Tail(output_bytes)}
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.closed: asyncio.Future[None] = loop.create_future()
-
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        self.tails[fd].add(data)
-
-    def process_exited(self) -> None:
-        _resolve(self.exited)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        _resolve(self.closed)
-
-
-class _ResultProtocol(asyncio.Protocol):
-    """Reads the result pipe to EOF (at most the payload cap), or line by line into ``on_line``."""
-
-    def __init__(self, on_line: Callable[[dict], bool] | None = None) -> None:
-        self.data = bytearray()
-        self.overflow = False
-        self.on_line = on_line
-        self.stream_error: str | None = None
-        self.hook_error: BaseException | None = None
-        loop = asyncio.get_running_loop()
-        self.closed: asyncio.Future[None] = loop.create_future()
-        self.stop: asyncio.Future[None] = loop.create_future()
-
-    def data_received(self, data: bytes) -> None:
-        if self.stop.done():
-            return
-        if len(self.data) + len(data) > _MAX_PAYLOAD_BYTES:
-            self.overflow = True
-            self._halt("a result line is larger than the payload cap")
-        else:
-            self.data += data
-        if self.on_line is not None and b"\n" in data:
-            *lines, rest = bytes(self.data).split(b"\n")
-            self.data = bytearray(rest)
-            for line in lines:
-                self._deliver(line)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.on_line is not None:
-            self._deliver(bytes(self.data))  # a last line without its newline
-        _resolve(self.closed)
-
-    def _deliver(self, line: bytes) -> None:
-        if self.stop.done() or not line.strip():
-            return
-        value = _parse_json(line)
-        if not isinstance(value, dict):
-            self._halt(f"unreadable result line: {line[:200].decode('utf-8', 'replace')!r}")
-            return
-        try:
-            keep_going = self.on_line(value)  # type: ignore[misc]
-        except BaseException as exc:  # re-raised by run_sandboxed once the child is dead
-            self.hook_error = exc
-            keep_going = False
-        if keep_going is False:
-            _resolve(self.stop)
-
-    def _halt(self, reason: str) -> None:
-        if self.on_line is not None:
-            self.stream_error = reason
-            _resolve(self.stop)
-
-    def payload(self) -> dict | None:
-        if self.on_line is not None or self.overflow or not self.data:
-            return None
-        value = _parse_json(bytes(self.data))
-        return value if isinstance(value, dict) else None
-
-
-def _parse_json(data: bytes) -> object:
-    try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _kill_group(pgid: int, cgroup: PidsCgroup | None) -> None:
+def _kill_group(pgid: int, cgroup: PidsCgroup | None, own_uid: int | None) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
     if cgroup is not None:
         cgroup.kill_all()
+    if own_uid is not None:  # the uid is this run's alone: whatever runs as it is a straggler
+        isolation.kill_uid(own_uid)
+
+
+async def scratch_dir(default: Path | None, limits: SandboxLimits) -> Path | None:
+    """Where a child's private directory goes: under the sandbox root when children are isolated
+    (a place the dedicated uid can enter), else ``default``."""
+    if limits.isolate and (await asyncio.to_thread(isolation.availability)).isolated:
+        return isolation.scratch_root()
+    return default
+
+
+def describe_isolation(isolate: bool = True) -> dict[str, str]:
+    """How children are isolated here (user, network, filesystem, process limit), in words."""
+    avail = isolation.availability() if isolate else isolation.Availability(False, "sandbox.isolate: false")
+    return {**avail.describe(), "process_limit": process_limit_mechanism()}
 
 
 async def run_sandboxed(
@@ -302,12 +209,38 @@ async def run_sandboxed(
     """
     loop = asyncio.get_running_loop()
     mechanism = process_limit_mechanism()
+    isolated = limits.isolate and (await asyncio.to_thread(isolation.availability)).isolated
+    uid, own = isolation.UIDS.take() if isolated else (None, False)
+    own_uid = uid if own else None
+    plan = None
+    if uid is not None:
+        plan = await asyncio.to_thread(_hand_over, Path(workdir), uid, limits.expose)
     parent = pids_cgroup_parent() if mechanism == "cgroup-pids" else None
     cgroup = PidsCgroup.create(parent, limits.max_procs) if parent is not None else None
-    nproc = _user_process_count() + limits.max_procs if mechanism == "rlimit-nproc" else None
+    nproc = None  # RLIMIT_NPROC counts all of a uid's processes: the ones already there come first
+    if uid is not None:  # the dedicated uid: only this child's, and any of a killed one still dying
+        nproc = isolation.uid_processes(uid) + limits.max_procs
+    elif mechanism == "rlimit-nproc":
+        nproc = isolation.uid_processes(os.getuid()) + limits.max_procs
+    try:
+        return await _run(argv, workdir, limits, env, on_line, loop, cgroup, nproc, plan, own_uid)
+    finally:
+        if own:
+            isolation.UIDS.give_back(uid)  # type: ignore[arg-type]
+
+
+def _hand_over(workdir: Path, uid: int, expose: tuple[str, ...]) -> isolation.IsolationPlan:
+    isolation.hand_over(workdir, uid)
+    return isolation.plan_for(workdir, uid, expose)
+
+
+async def _run(argv: list[str], workdir: Path, limits: SandboxLimits, env: dict[str, str] | None,
+               on_line: Callable[[dict], bool] | None, loop: asyncio.AbstractEventLoop,
+               cgroup: PidsCgroup | None, nproc: int | None, plan: isolation.IsolationPlan | None,
+               own_uid: int | None) -> SandboxResult:
     read_fd, write_fd = os.pipe()
     procs_fd = cgroup.open_procs_fd() if cgroup else None
-    result = _ResultProtocol(on_line)
+    result = ResultProtocol(on_line)
     result_transport: asyncio.BaseTransport | None = None
     start = time.monotonic()
     try:
@@ -315,7 +248,7 @@ async def run_sandboxed(
             lambda: result, os.fdopen(read_fd, "rb", buffering=0)
         )
         transport, child = await loop.subprocess_exec(
-            lambda: _ChildProtocol(limits.output_bytes),
+            lambda: ChildProtocol(limits.output_bytes),
             *argv,
             cwd=str(workdir),
             env=_child_env(Path(workdir), env, write_fd),
@@ -324,7 +257,7 @@ async def run_sandboxed(
             stderr=asyncio.subprocess.PIPE,
             pass_fds=(write_fd,),
             start_new_session=True,
-            preexec_fn=_make_preexec(_rlimits(limits, nproc), procs_fd),
+            preexec_fn=_make_preexec(_rlimits(limits, nproc), procs_fd, plan),
         )
     except BaseException:
         if result_transport is not None:
@@ -348,12 +281,12 @@ async def run_sandboxed(
         seconds = time.monotonic() - start
         if child.exited not in done:  # timed out, or the line hook asked to stop
             timed_out, killed = not done, True
-            _kill_group(pid, cgroup)
+            _kill_group(pid, cgroup, own_uid)
             await asyncio.wait({child.exited}, timeout=_READER_GRACE_S)
-        _kill_group(pid, cgroup)  # stragglers the child left behind
+        _kill_group(pid, cgroup, own_uid)  # stragglers the child left behind
         await asyncio.wait({child.closed, result.closed}, timeout=_READER_GRACE_S)
     finally:
-        _kill_group(pid, cgroup)
+        _kill_group(pid, cgroup, own_uid)
         transport.close()
         result_transport.close()  # type: ignore[union-attr]
         if cgroup is not None:
@@ -363,6 +296,8 @@ async def run_sandboxed(
         raise result.hook_error
     code = transport.get_returncode()
     effective = "cgroup-pids" if cgroup else ("rlimit-nproc" if nproc is not None else "none")
+    if plan is not None:
+        effective += "+uid"
     return SandboxResult(
         returncode=code,
         timed_out=timed_out,

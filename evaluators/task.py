@@ -11,8 +11,18 @@ defining ``evaluate(program_path)``, and optionally:
   evaluation) and ``stages`` (below). Any other key is an error that names it.
 - ``config.yaml`` (OpenEvolve's, lenient): only ``evaluator.timeout`` -> ``timeout_s``,
   ``evaluator.cascade_evaluation`` -> ``cascade``, ``evaluator.cascade_thresholds`` ->
-  ``cascade_thresholds`` and ``prompt.system_message`` -> ``description`` are read; every other
-  key (``llm``, ``max_iterations``, ``database``, ...) belongs to OpenEvolve and is ignored.
+  ``cascade_thresholds``, ``prompt.system_message`` -> ``description``,
+  ``database.feature_dimensions`` -> ``feature_dimensions`` (left out of the fitness mean,
+  OpenEvolve's default ``complexity, diversity``) and ``language`` are read; every other key
+  (``llm``, ``max_iterations``, ...) belongs to OpenEvolve and is ignored.
+
+The program is ``initial_program.py``, else the one ``initial_program.<ext>`` (any language:
+``.rs``, ``.r``, ``.c``, ...; its EVOLVE markers sit in comments, ``// EVOLVE-BLOCK-START``),
+else the one ``.py`` file with EVOLVE markers. Its language (``Task.language``) comes from
+``config.yaml``'s ``language`` or the file's extension; only a Python program is parsed and
+checked as Python -- any other is compiled and run by the task's evaluator. When ``task.yaml``
+names no ``objective.metric`` the score follows OpenEvolve (``evaluators/fitness.py``):
+``combined_score``, else the mean of the numeric metrics.
 
 ``stages`` names the evaluation stages of a stage-aware evaluator (``evaluate(program_path,
 stage=...)``), in the order ``pilot``, ``full``, ``final``; ``full`` is required::
@@ -68,9 +78,16 @@ from evoforge.infra.evolve_block import END_MARKER, START_MARKER, EditError, spl
 __all__ = [
     "DIRECTIONS", "EVALUATOR", "OPENEVOLVE_CONFIG", "QUICK_TEST_TIMEOUT_S", "TASK_YAML",
     "Constraints", "EvalStage", "QuickTest", "Task", "TaskError", "builtin_task_names",
-    "builtin_tasks_dir", "load_task", "top_level_statements",
+    "builtin_tasks_dir", "language_of", "load_task", "top_level_statements",
 ]
-DEFAULT_PROGRAM = "initial_program.py"
+PROGRAM_STEM = "initial_program"
+DEFAULT_PROGRAM = f"{PROGRAM_STEM}.py"
+OPENEVOLVE_FEATURES = ("complexity", "diversity")  # OpenEvolve's default database.feature_dimensions
+LANGUAGES = {
+    ".py": "python", ".rs": "rust", ".r": "r", ".c": "c", ".h": "c", ".cpp": "cpp", ".cc": "cpp",
+    ".cu": "cuda", ".js": "javascript", ".ts": "typescript", ".go": "go", ".java": "java",
+    ".jl": "julia", ".sh": "bash", ".metal": "metal", ".txt": "text", ".md": "text",
+}
 OPENEVOLVE_THRESHOLDS = (0.5, 0.75, 0.9)
 
 
@@ -96,6 +113,14 @@ class Task:
     constraints: Constraints = field(default_factory=Constraints)
     quick_test: QuickTest | None = None
     stages: tuple[EvalStage, ...] = DEFAULT_STAGES
+    objective_declared: bool = False  # task.yaml names objective.metric: no OpenEvolve fallback
+    feature_dimensions: tuple[str, ...] = OPENEVOLVE_FEATURES
+    language: str = "python"
+
+    @property
+    def is_python(self) -> bool:
+        """True when the program is Python (parsed and checked statically before it runs)."""
+        return self.language == "python"
 
     def better(self, a: float, b: float) -> bool:
         """True when score ``a`` beats score ``b`` under the task's direction."""
@@ -147,7 +172,8 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     evaluator_path = root / EVALUATOR
     functions = _evaluator_functions(evaluator_path)
     program_name = settings.get("program") or _find_program(root)
-    initial_code = _read_program(root, program_name)
+    language = settings.get("language") or language_of(program_name)
+    initial_code = _read_program(root, program_name, language)
 
     has_stage1 = "evaluate_stage1" in functions
     if ours and ours.get("cascade") and not has_stage1:
@@ -190,7 +216,16 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
         constraints=settings.get("constraints", Constraints()),
         quick_test=quick_test,
         stages=stages,
+        objective_declared="metric" in objective,
+        feature_dimensions=tuple(settings.get("feature_dimensions", OPENEVOLVE_FEATURES)),
+        language=language,
     )
+
+
+def language_of(program_name: str) -> str:
+    """The language of a program file, from its extension (the extension itself when unknown)."""
+    suffix = Path(program_name).suffix.lower()
+    return LANGUAGES.get(suffix, suffix.lstrip(".") or "text")
 
 
 def _check_stages(stages: tuple[EvalStage, ...], stage_aware: bool, cascade: bool, cases: bool) -> None:
@@ -225,6 +260,12 @@ def _resolve(spec: str | os.PathLike[str]) -> Path:
 def _find_program(root: Path) -> str:
     if (root / DEFAULT_PROGRAM).is_file():
         return DEFAULT_PROGRAM
+    named = sorted(p.name for p in root.glob(f"{PROGRAM_STEM}.*") if p.is_file())
+    if len(named) == 1:
+        return named[0]
+    if len(named) > 1:
+        raise TaskError(f"several {PROGRAM_STEM}.* files in {root} ({', '.join(named)}); "
+                        f"name one with 'program' in {TASK_YAML}")
     candidates = sorted(
         p.name for p in root.glob("*.py") if p.name != EVALUATOR and _has_marker(p)
     )
@@ -248,7 +289,7 @@ def _has_marker(path: Path) -> bool:
         return False
 
 
-def _read_program(root: Path, name: str) -> str:
+def _read_program(root: Path, name: str, language: str) -> str:
     try:
         code = (root / name).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -259,7 +300,8 @@ def _read_program(root: Path, name: str) -> str:
         split_program(code)
     except EditError as exc:
         raise TaskError(f"{name}: {exc}") from None
-    _parse(code, name)
+    if language == "python":
+        _parse(code, name)
     return code
 
 

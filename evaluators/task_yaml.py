@@ -97,9 +97,10 @@ def read_openevolve_config(root: Path) -> dict[str, Any] | None:
         raise TaskError(f"{OPENEVOLVE_CONFIG}: expected a mapping, got {type(data).__name__}")
     out: dict[str, Any] = {}
     for (section, key), (target, check) in _OPENEVOLVE_FIELDS.items():
-        block = data.get(section)
+        block = data if section is None else data.get(section)
+        where = key if section is None else f"{section}.{key}"
         if isinstance(block, dict) and block.get(key) is not None:
-            out[target] = check(block[key], f"{OPENEVOLVE_CONFIG}: {section}.{key}")
+            out[target] = check(block[key], f"{OPENEVOLVE_CONFIG}: {where}")
     return out
 
 
@@ -176,6 +177,16 @@ def _python_names(value: Any, where: str, dotted: bool = False) -> tuple[str, ..
     return tuple(value)
 
 
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise TaskError(f"{where} must be a list of metric names, got {value!r}")
+    return tuple(value)
+
+
+def _language(value: Any, where: str) -> str:
+    return _name(value, where).lower()
+
+
 def _constraints(value: Any, where: str) -> Constraints:
     value = _keys(value, where, ("required_names", "forbidden_imports"))
     return Constraints(
@@ -212,8 +223,8 @@ def _stage(name: str, value: Any, where: str) -> EvalStage:
 
 
 def _check_program_name(name: str, root: Path) -> None:
-    if Path(name).name != name or not name.endswith(".py"):
-        raise TaskError(f"{TASK_YAML}: program must be a .py file name in the task folder, got {name!r}")
+    if Path(name).name != name:
+        raise TaskError(f"{TASK_YAML}: program must be a file name in the task folder, got {name!r}")
     if name == EVALUATOR:
         raise TaskError(f"{TASK_YAML}: program cannot be {EVALUATOR}")
     if not (root / name).is_file():
@@ -238,4 +249,6 @@ _OPENEVOLVE_FIELDS = {
     ("evaluator", "cascade_evaluation"): ("cascade", _flag),
     ("evaluator", "cascade_thresholds"): ("cascade_thresholds", _numbers),
     ("prompt", "system_message"): ("description", _text),
+    ("database", "feature_dimensions"): ("feature_dimensions", _names),
+    (None, "language"): ("language", _language),
 }

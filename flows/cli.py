@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
+import re
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from evoforge.flows import prefect_env  # noqa: F401  (Prefect settings before Prefect loads)
 from evoforge.flows.bench_cli import add_bench_parser, run_bench
@@ -16,13 +18,50 @@ from evoforge.flows.cognition_cli import add_cognition_parser, run_cognition
 from evoforge.flows.deploy_cli import DeployArgError, add_deploy_parser, run_deploy
 from evoforge.flows.serve_llm_cli import add_serve_llm_parser, run_serve_llm
 from evoforge.infra.config import RunConfig
+from evoforge.infra.llm.circuit import LLMOutage
 from evoforge.infra.llm_sim import cli_args as sim_args
 
 USER_ERROR, ENGINE_ERROR, INTERRUPTED = 2, 1, 130
+LLM_DOWN = 3  # the LLM server stayed down past llm.circuit.give_up_s: run again to resume
 
 
 class SimArgError(ValueError):
     """Bad arguments to `evoforge llm-sim`."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line naming the flag (exit 2) instead of the usage block;
+    `--help` is unchanged, and every sub-command's parser is one of these too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USER_ERROR, f"evoforge: error: {_one_line(message, self)}\n")
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
+    """Every flag of `parser` and of its sub-commands' parsers."""
+    found: list[str] = []
+    for action in parser._actions:
+        found += action.option_strings
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _option_strings(sub)
+    return found
+
+
+def _one_line(message: str, parser: argparse.ArgumentParser) -> str:
+    """argparse's message, led by the flag it is about, with a "did you mean" where one is close."""
+    message = " ".join(message.split()).removeprefix("argument ")
+    command = parser.prog.removeprefix("evoforge").strip()
+    hint = f" (see evoforge {command} --help)" if command else " (see evoforge --help)"
+    choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+    unknown = re.match(r"unrecognized arguments: (\S+)", message)
+    if choice:
+        close = difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=1)
+    elif unknown:
+        close = difflib.get_close_matches(unknown.group(1).split("=")[0], _option_strings(parser), n=1)
+    else:
+        close = []
+    return message + (f" (did you mean '{close[0]}'?)" if close else hint)
 
 
 def _parse_workers(text: str) -> dict[str, int]:
@@ -31,7 +70,8 @@ def _parse_workers(text: str) -> dict[str, int]:
         name, _, value = part.partition("=")
         if name.strip() not in ("research", "engineer") or not value.strip().isdigit():
             raise argparse.ArgumentTypeError(
-                f"--workers takes stage=count pairs for research and engineer, got '{part}'")
+                f"takes stage=count pairs for research and engineer (e.g. research=8,engineer=2), "
+                f"got '{part}'")
         out[name.strip()] = int(value)
     return out
 
@@ -57,7 +97,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evoforge", description=__doc__)
+    parser = Parser(prog="evoforge", description=__doc__)
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -85,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="where evaluations run: the flow's event loop, its threads, a Dask cluster")
     run.add_argument("--dask-address", help="Dask scheduler, e.g. tcp://host:8786 (default: a local cluster)")
     run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.add_argument("--accept-failing-seed", action="store_true",
+                     help="evolve from an initial program whose evaluator reports an error beside its score")
 
     status = sub.add_parser("status", help="a run's status (works while it runs)")
     _run_target(status)
@@ -108,6 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The config key each flag of `evoforge run` sets, so that a bad value names the flag.
+RUN_FLAGS = {
+    "workspace": "--workspace", "seed": "--seed", "budget.max_evals": "--max-evals",
+    "budget.max_wall_s": "--max-wall-s", "budget.max_tokens": "--max-tokens",
+    "llm.base_url": "--llm-base-url", "llm.model": "--llm-model", "engine.mode": "--mode",
+    "engine.workers.research": "--workers", "engine.workers.engineer": "--workers",
+    "tracking.mlflow": "--no-mlflow", "search.sampler": "--sampler", "staleness.policy": "--staleness",
+    "speculation.alpha_spec": "--alpha-spec", "adaptive.enabled": "--adaptive",
+    "engine.executor": "--executor", "engine.dask_address": "--dask-address",
+    "guard.accept_failing_seed": "--accept-failing-seed",
+}
+
+
 def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
     workers = ns.workers or {}
     return {
@@ -128,22 +183,30 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
         "adaptive.enabled": True if ns.adaptive else None,
         "engine.executor": ns.executor,
         "engine.dask_address": ns.dask_address,
+        "guard.accept_failing_seed": True if ns.accept_failing_seed else None,
     }
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from evoforge.flows.commands import stage_note
+    from evoforge.flows.commands import refuse_busy, stage_note
     from evoforge.flows.evolve import run_prepared
-    from evoforge.flows.prepare import RunRequest, prepare, with_workspace
-    from evoforge.infra.config import load_config
+    from evoforge.flows.prepare import RunRequest, check_tracking_server, prepare, with_workspace
+    from evoforge.flows.runlog import cli_run_log
+    from evoforge.infra.config import ConfigError, load_config
+    from evoforge.infra.llm.openai_backend import LLMUnreachable
     from evoforge.infra.tracking import browse_hint, tracking_target
 
-    cfg = with_workspace(load_config(ns.config, _overrides(ns)), ns.run_dir)
+    prefect_env.guard_children()  # nothing the run starts outlives it, even a `kill -9`
+    cfg = with_workspace(load_config(ns.config, _overrides(ns), origins=RUN_FLAGS), ns.run_dir)
     workspace = Path(cfg.workspace)
+    if workspace.exists() and not workspace.is_dir():  # (--workspace itself is checked in main)
+        raise ConfigError(f"workspace {workspace}{f' (from {ns.config})' if ns.config else ''}: not a folder")
+    check_tracking_server(cfg)
     request = RunRequest(task=ns.task, run_dir="", config=cfg, prefect_tasks=not ns.no_prefect_tasks,
                          quiet=ns.quiet)
     prepared = prepare(request)  # once: the task loaded, the backend made (checked in the flow's loop)
     run_dir = ns.run_dir or workspace / prepared.task.name
+    refuse_busy(run_dir, "--run-dir" if ns.run_dir else "run folder")
     request.run_dir = str(run_dir.resolve())
     print(f"[evoforge] task {prepared.task.name}, run folder {run_dir}, mode {cfg.engine.mode}, "
           f"budget {cfg.budget.max_evals} evaluations", file=sys.stderr)
@@ -155,7 +218,13 @@ def cmd_run(ns: argparse.Namespace) -> int:
                              cfg.tracking.experiment)
     print(f"[evoforge] MLflow: {target.uri}, experiment {target.experiment}" if cfg.tracking.mlflow
           else "[evoforge] MLflow off (tracking.mlflow: false)", file=sys.stderr)
-    final = asyncio.run(run_prepared(prepared))
+    with cli_run_log(Path(request.run_dir) / "run.log"):  # Prefect's errors, tracebacks: there, not here
+        try:
+            final = asyncio.run(run_prepared(prepared))
+        except LLMUnreachable as exc:
+            if ns.llm_base_url is None:
+                raise
+            raise LLMUnreachable(f"--llm-base-url: {exc}") from None
     print(f"[evoforge] {final['state']}: {final.get('stop_reason') or 'stopped'}; "
           f"{final['evaluations']} evaluations, {final['nodes_evaluated']} accepted, "
           f"{final['candidates_per_min']} candidates/min", file=sys.stderr)
@@ -169,7 +238,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
 def _user_errors() -> tuple[type[BaseException], ...]:
     from evoforge.cognition.errors import CognitionError
     from evoforge.evaluators.task import TaskError
-    from evoforge.flows.commands import NoRunError
+    from evoforge.flows.commands import NoRunError, OutputError
     from evoforge.flows.dask_executor import DaskSetupError
     from evoforge.flows.session import RunDirError
     from evoforge.infra.config import ConfigError
@@ -178,15 +247,18 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from evoforge.infra.vllm_server import VLLMLaunchError
 
     return (TaskError, ConfigError, RunDirError, LLMUnreachable, StoreBusyError, NoRunError,
-            SimArgError, CognitionError, DeployArgError, VLLMLaunchError, DaskSetupError)
+            SimArgError, CognitionError, DeployArgError, VLLMLaunchError, DaskSetupError, OutputError)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    ns = parser.parse_args(argv)
+    ns = parser.parse_args(argv)  # SystemExit: --help, --version, or a bad command line (one line, 2)
     from evoforge.flows import commands
 
     try:
+        workspace = getattr(ns, "workspace", None)
+        if workspace and Path(workspace).exists() and not Path(workspace).is_dir():
+            raise commands.NoRunError(f"--workspace {workspace}: not a folder")
         if ns.command == "run":
             return cmd_run(ns)
         if ns.command in ("status", "leaderboard", "best", "report"):
@@ -222,6 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     except _user_errors() as exc:
         print(f"evoforge: error: {exc}", file=sys.stderr)
         return USER_ERROR
+    except LLMOutage as exc:
+        print(f"evoforge: error: {exc}", file=sys.stderr)
+        return LLM_DOWN
     except Exception as exc:  # an engine failure: one line here, the traceback in run.log
         print(f"evoforge: engine failure: {type(exc).__name__}: {exc}", file=sys.stderr)
         return ENGINE_ERROR

@@ -15,6 +15,10 @@ class NoRunError(ValueError):
     """The folder holds no evoforge run."""
 
 
+class OutputError(ValueError):
+    """A file a command was asked to write cannot be written (user error, one line)."""
+
+
 def _alive(pid: Any) -> bool:
     try:
         os.kill(int(pid), 0)
@@ -36,6 +40,26 @@ def resolve_run_dir(target: str | Path, workspace: str | Path) -> Path:
         return given  # a folder without a run: the command says so
     raise NoRunError(f"no evoforge run '{target}': not a run folder, and no run of that task in "
                      f"{Path(workspace)}/ (pass the run folder, or --workspace)")
+
+
+def refuse_busy(run_dir: Path, flag: str) -> None:
+    """Refuse a run folder that is not a folder, or that another evoforge run is using (it holds
+    the node database's lock: the one authority, as a pid in status.json may have been reused)."""
+    from evoforge.flows.session import RunDirError
+    from evoforge.infra.nodestore import NodeStore, StoreBusyError
+
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"{flag} {run_dir}: not a folder")
+    paths = RunPaths(run_dir)
+    if not paths.db.is_file():
+        return
+    try:
+        NodeStore(paths.db, read_only=True).close()
+    except StoreBusyError:
+        pid = (read_json(paths.status) or {}).get("pid")
+        by = f" (pid {pid})" if _alive(pid) else ""
+        raise StoreBusyError(f"run folder {run_dir} is in use by another evoforge run{by}: wait for it "
+                             f"to end or stop it, or pass another --run-dir") from None
 
 
 def load_status(run_dir: Path) -> dict[str, Any]:
@@ -82,9 +106,18 @@ def status_text(status: dict[str, Any]) -> str:
         f"rate          {status['candidates_per_min']} candidates/min over {status['wall_s']:.1f} s",
         f"tokens        {status['tokens_in']} in, {status['tokens_out']} out",
     ]
+    if "llm_circuit" in status:  # a run over an LLM server: its circuit breaker
+        last = status.get("llm_last_error")
+        lines.append(f"llm circuit   {status['llm_circuit']}, {status.get('llm_pauses', 0)} pauses "
+                     f"({status.get('llm_paused_s', 0):.1f} s paused)"
+                     + (f", last error: {last}" if last else ""))
     models = status.get("models") or {}
     if len(models) > 1:
         lines.extend(f"model         {_model_line(name, row)}" for name, row in models.items())
+    sandbox = status.get("sandbox")
+    if sandbox:
+        lines.append(f"sandbox       user: {sandbox['user']}; network: {sandbox['network']}; "
+                     f"filesystem: {sandbox['filesystem']}; processes: {sandbox['process_limit']}")
     if status.get("stop_reason"):
         lines.append(f"stop reason   {status['stop_reason']}")
     return "\n".join(lines)
@@ -147,7 +180,10 @@ def cmd_best(run_dir: Path, output: Path | None) -> int:
     if output is None:
         sys.stdout.write(code)
     else:
-        output.write_text(code)
+        try:
+            output.write_text(code)
+        except OSError as exc:
+            raise OutputError(f"-o {output}: cannot write it ({exc.strerror or exc})") from None
         print(f"wrote {output}")
     print(f"best score {status.get('best_score')} (node {status.get('best_node')}{stage_note(status)})",
           file=sys.stderr)

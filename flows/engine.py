@@ -14,6 +14,11 @@ the adaptive controller, or a background task such as the ticker — stops the r
 through one fatal path: logged with its traceback, then re-raised by `run()` as `EngineFailure`.
 A stop request (Ctrl+C, the wall-clock limit) wakes the engine at once; items still in a stage
 are cancelled (persisted proposals are re-queued by the next run).
+
+LLM outages: while every endpoint's circuit is open (infra/llm/circuit.py) the entry stage draws
+no new item (the run is paused; calls in flight wait inside the backend, evaluations go on), and
+an `LLMOutage` (the server stayed down past `llm.circuit.give_up_s`) fails no node: it takes the
+fatal path and `run()` re-raises it as itself, so the CLI says it in one line.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from evoforge.flows.budget import Budget
 from evoforge.flows.policies import AsyncPolicy, Policy
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.stage_pool import StagePool
+from evoforge.infra.llm.circuit import Breakers, LLMOutage
+from evoforge.infra.llm.factory import circuits_of
 from evoforge.infra.nodes import FAILED, Node
 from evoforge.stages.candidate import new_candidate
 from evoforge.stages.commit import Committer
@@ -101,6 +108,8 @@ class Engine:
         self._background: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         ctx.release = self._release
+        self.breakers = Breakers(circuits_of(ctx.llm))  # paused: no new item is drawn
+        self.breakers.listen(self._wake)
 
     def _design_path(self) -> list[StagePool]:
         """The pools from the entry up to (not including) the first stage that evaluates."""
@@ -126,6 +135,7 @@ class Engine:
         for pool in self.pools.values():
             out.update(pool.gauges())
         out.update(self.policy.gauges(self))
+        out.update(self.breakers.gauges())
         if self.controller is not None:
             out.update(adaptive_decisions=len(self.controller.decisions),
                        adaptive_last=self.controller.decisions[-5:])
@@ -183,6 +193,8 @@ class Engine:
             await self._until(lambda: self.fatal is not None or self.stop.is_set() or self._done())
         finally:
             await self._shutdown(committer, watchers)
+        if isinstance(self.fatal, LLMOutage):
+            raise self.fatal  # the server stayed down: its own one line, not an engine failure
         if self.fatal is not None:
             raise EngineFailure(f"{type(self.fatal).__name__}: {self.fatal}") from self.fatal
 
@@ -284,7 +296,7 @@ class Engine:
         """The next item for a worker of `pool`; None when the worker should retire or stop."""
         def ready() -> bool:
             return (self._stopping() or pool.retiring > 0 or pool.waiting > 0
-                    or (pool is self.entry and self.policy.may_issue(self)))
+                    or (pool is self.entry and not self.breakers.paused and self.policy.may_issue(self)))
 
         await self._until(ready)
         if self._stopping():
@@ -325,6 +337,8 @@ class Engine:
         """Run one stage on one item; an error there fails that node (recorded), not the run."""
         try:
             return await self.calls.run(stage, item)
+        except LLMOutage:
+            raise  # the LLM server is down for good: the run stops, no node is failed for it
         except Exception as exc:  # noqa: BLE001 - recorded on the node and in run.log
             log.error("internal error in the %s stage on %s:\n%s", stage.name, item.label,
                       traceback.format_exc())

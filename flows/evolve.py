@@ -15,6 +15,8 @@ from typing import Any
 from prefect import flow
 
 from evoforge.evaluators.cases import list_cases
+from evoforge.evaluators.fitness import reported_error
+from evoforge.evaluators.sandbox import describe_isolation
 from evoforge.evaluators.task import TaskError
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
@@ -23,6 +25,7 @@ from evoforge.flows.evaluation_tasks import TaskEvaluations
 from evoforge.flows.policies import AsyncPolicy, BarrierPolicy
 from evoforge.flows.prefect_artifacts import RunArtifacts
 from evoforge.flows.prefect_logs import attach_prefect_log, detach_prefect_log
+from evoforge.flows.prefect_reconcile import crash_abandoned_runs
 from evoforge.flows.prepare import Prepared, RunRequest, hand_over, take_over
 from evoforge.flows.progress import tick
 from evoforge.flows.promotion import LiveRun, live_runs
@@ -32,7 +35,7 @@ from evoforge.flows.session import Session, open_session
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.staged_run import finish_staged, round_jobs
 from evoforge.flows.task_runners import runner_environment, task_runner_for
-from evoforge.infra.nodes import EVALUATED
+from evoforge.infra.nodes import EVALUATED, FAILED, Node
 from evoforge.infra.timeline import Timeline
 from evoforge.infra.tracking import tracking_target
 from evoforge.stages.engineer import Engineer
@@ -51,7 +54,7 @@ ACCOUNTING = (
     "speculative_released", "confirmed", "rolled_back", "wasted_llm_s", "wasted_eval_s",
     "patched_llm_s", "tokens_in", "tokens_out", "llm_s", "eval_s", "eval_cpu_s", "trials", "promotions",
     "commit_busy_s",
-    "commit_wait_s", "wall_s",
+    "commit_wait_s", "wall_s", "llm_pauses", "llm_paused_s",
 )
 
 
@@ -94,12 +97,23 @@ async def _evaluate_seed(session: Session, calls: StageCalls, stages: list[Stage
                                            and not stage.skips(item, ctx)):
             result = await calls.run(stage, item)
             item.apply(result.node, result.updates)
+    assert item.node is not None
+    _refuse_erring_seed(item.node, ctx.task.search_stage, ctx.config.guard.accept_failing_seed)
     session.committer.record_result(item)
     session.committer.flush()
-    assert item.node is not None
     if item.node.status != EVALUATED:
         raise SeedFailed(f"the initial program of '{session.ctx.task.name}' failed its evaluation: "
                          f"{item.node.error}")
+
+
+def _refuse_erring_seed(node: Node, stage: str, accept: bool) -> None:
+    """Fail a seed whose evaluator reported an error beside its score, unless told to accept it
+    (OpenEvolve evolves from it silently); a rerun evaluates a failed seed again."""
+    reported = reported_error(node.artifacts) if node.status == EVALUATED else ""
+    if reported and not accept:
+        node.status, node.failed_stage = FAILED, "engineer"
+        node.error = (f"it scored {node.score(stage)} but its evaluator reported error: {reported} "
+                      f"(pass --accept-failing-seed, or guard.accept_failing_seed: true, to evolve from it)")
 
 
 async def run_prepared(prepared: Prepared) -> dict[str, Any]:
@@ -128,6 +142,7 @@ async def evolution_run(request: RunRequest) -> dict[str, Any]:
     handler = attach_run_log(session.paths.log)
     api_log = attach_prefect_log()  # evoforge's INFO lines in the flow run's Logs tab
     await rename_flow_run(run_name(task.name, session.ctx.run_id))  # a new folder has its id now
+    await crash_abandoned_runs(request.run_dir)  # flow runs of killed sessions: CRASHED, not RUNNING
     artifacts = RunArtifacts(task.name, session.ctx.run_id, cfg.budget.max_evals)
     try:
         target = tracking_target(prepared.workspace, task.name, cfg.tracking.tracking_uri,
@@ -165,6 +180,9 @@ async def _run_session(session: Session, prepared: Prepared, artifacts: RunArtif
              if prepared.cognition is not None else "off")
 
     timeline = Timeline(session.paths.timeline, session=started_at)  # one line per snapshot, for plots
+    sandbox_isolation = describe_isolation(cfg.sandbox.isolate)
+    log.info("sandbox: user %(user)s; network %(network)s; filesystem %(filesystem)s; "
+             "process limit %(process_limit)s", sandbox_isolation)
 
     def snapshot(state: str = "running") -> dict[str, Any]:
         status = session.committer.write_snapshot({
@@ -173,7 +191,7 @@ async def _run_session(session: Session, prepared: Prepared, artifacts: RunArtif
             "updated_at": time.time(), "max_evals": cfg.budget.max_evals,
             "stop_reason": budget.stop_reason(),
             "mlflow_run_id": session.tracker.parent_run_id if session.tracker else None,
-            "models": session.committer.models.as_dict(),
+            "models": session.committer.models.as_dict(), "sandbox": sandbox_isolation,
             **engine.gauges(),
         })
         timeline.append(status, t=status["updated_at"])

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+
+from evoforge.infra.reaper import Reaper, start_reaper
 
 DEFAULTS = {
     "PREFECT_LOGGING_LEVEL": "WARNING",
@@ -22,6 +25,13 @@ def apply_defaults() -> None:
     # At exit Prefect sends the events still queued (artifacts, the last task runs) and says so on
     # the terminal ("EventsWorker - Still processing items"): nothing a user can act on
     logging.getLogger("EventsWorker").setLevel(logging.ERROR)
+
+
+@functools.cache
+def guard_children() -> Reaper | None:
+    """Start (once per process) the watchdog that stops Prefect's ephemeral server and the run's
+    evaluation children if this process dies without stopping them, e.g. by SIGKILL."""
+    return start_reaper()
 
 
 apply_defaults()

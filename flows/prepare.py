@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 from pydantic import BaseModel, ConfigDict
 
 from evoforge.cognition.embeddings import make_embedder
@@ -23,7 +24,7 @@ from evoforge.cognition.minilm import require_extra
 from evoforge.cognition.seeding import task_seeds
 from evoforge.cognition.store import CognitionBase
 from evoforge.evaluators.task import Task, load_task
-from evoforge.infra.config import RunConfig
+from evoforge.infra.config import ConfigError, RunConfig
 from evoforge.infra.llm.factory import make_backend
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
@@ -96,6 +97,19 @@ def prepare(request: RunRequest) -> Prepared:
     task = load_task(request.task)
     cognition = open_cognition(cfg, Path(cfg.workspace).resolve(), task)
     return Prepared(request, task, make_backend(cfg.llm, cfg.seed), cognition)
+
+
+def check_tracking_server(cfg: RunConfig, timeout_s: float = 5.0) -> None:
+    """Refuse an MLflow server URL (`tracking.tracking_uri`) that does not answer, before the run
+    starts: MLflow itself would retry for minutes, then run on without tracking."""
+    uri = cfg.tracking.tracking_uri
+    if not cfg.tracking.mlflow or not uri or not uri.startswith(("http://", "https://")):
+        return
+    try:
+        httpx.get(f"{uri.rstrip('/')}/health", timeout=timeout_s)  # any answer: it is there
+    except httpx.HTTPError as exc:
+        raise ConfigError(f"tracking.tracking_uri {uri}: MLflow server unreachable ({type(exc).__name__}; "
+                          f"start it, fix the URL, or pass --no-mlflow)") from None
 
 
 def open_cognition(cfg: RunConfig, workspace: Path, task: Task) -> CognitionBase | None:

@@ -36,6 +36,8 @@ def progress_parts(status: dict[str, Any], max_evals: int) -> list[str]:
         f"{status['candidates_per_min']:.1f} cand/min",
         f"failed {status['nodes_failed']}",
     ]
+    if status.get("llm_paused"):
+        parts.append(f"LLM down: paused ({status.get('llm_last_error') or 'no answer'})")
     if "phase" in status:
         parts.append(f"gen {status['generation']} {status['phase']}")
     if "research_busy" in status:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.nodes import EVALUATED, PROPOSED, SPECULATIVE, Node, new_node_id
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
-from evoforge.infra.tracking import Tracker, tracking_target
+from evoforge.infra.tracking import ChildRun, Tracker, tracking_target
 from evoforge.stages.branch_shares import BranchShares
 from evoforge.stages.case_order import CaseOrder
 from evoforge.stages.commit import Committer
@@ -28,7 +29,9 @@ from evoforge.stages.pool import Pool
 from evoforge.stages.round_records import PLANS_META, PROMOTIONS_META
 from evoforge.stages.run_report import RunFacts, write_report
 from evoforge.stages.sample import rebuild_sampler
+from evoforge.stages.sample.resume import SAMPLER_STATE_META, sampler_state
 from evoforge.stages.stats import RunStats
+from evoforge.stages.trial_runs import candidate_run
 
 
 class RunDirError(ValueError):
@@ -52,6 +55,7 @@ class Session:
         try:
             self.committer.flush()
             self.store.set_meta("wall_s", self.committer.wall_s())
+            self.store.set_meta(SAMPLER_STATE_META, sampler_state(self.ctx.sampler))
             self.report()
             if self.tracker is not None and self.paths.leaderboard.is_file():
                 self.tracker.log_text_on_parent(self.paths.leaderboard.read_text(), "leaderboard.md")
@@ -84,10 +88,24 @@ def _limits(task: Task, cfg: RunConfig) -> SandboxLimits:
         timeout_s=cfg.sandbox.timeout_s or task.timeout_s,
         memory_mb=cfg.sandbox.memory_mb,
         max_procs=cfg.sandbox.max_procs,
+        max_open_files=cfg.sandbox.max_open_files,
+        isolate=cfg.sandbox.isolate,
+        expose=tuple(cfg.sandbox.expose),
     )
 
 
-def _tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_id: str) -> Tracker | None:
+def _candidate_runs(nodes: list[Node], stage: str, paths: RunPaths) -> dict[str, ChildRun]:
+    """The MLflow run of each candidate with an outcome, as the database has it (for a resume)."""
+    runs = {}
+    for node in nodes:
+        if node.status.terminal:
+            trials = paths.param_trials(node.id)
+            runs[node.id] = candidate_run(node, stage, trials.read_text() if trials.is_file() else None)
+    return runs
+
+
+def _tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_id: str,
+             expected: Callable[[], dict[str, ChildRun]]) -> Tracker | None:
     if not cfg.tracking.mlflow:
         return None
     target = tracking_target(workspace, task.name, cfg.tracking.tracking_uri, cfg.tracking.experiment)
@@ -105,11 +123,13 @@ def _tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_
         # (a scheduled run raises max_evals), so each session records its own as tags as well
         tracker.log_parent(params=None if resumed else {"task": task.name, "run_id": run_id, **settings},
                            tags={f"evoforge.{k}": v for k, v in settings.items()})
+        if resumed:  # a killed session may have left runs RUNNING, or missing, or one too many
+            tracker.reconcile(expected())
     return tracker
 
 
-def _rebuild_pool(nodes: list[Node], maximize: bool, v: int, judge_weight: float,
-                  stage: str = "full") -> tuple[Pool, PoolHistory]:
+def rebuild_pool(nodes: list[Node], maximize: bool, v: int, judge_weight: float,
+                 stage: str = "full") -> tuple[Pool, PoolHistory]:
     """The pool, and its new-best history replayed in the order evaluations finished."""
     finished = sorted(nodes, key=lambda n: n.evaluated_at or n.created_at)
     seed = next((n for n in nodes if n.origin == "seed" and n.score(stage) is not None), None)
@@ -157,8 +177,8 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
     nodes = store.all()
     by_id = {n.id: n for n in nodes}
     maximize = task.direction == "maximize"
-    pool, history = _rebuild_pool(nodes, maximize, v=store.get_meta("pool_version", 0),
-                                  judge_weight=cfg.judge.weight, stage=task.search_stage)
+    pool, history = rebuild_pool(nodes, maximize, v=store.get_meta("pool_version", 0),
+                                 judge_weight=cfg.judge.weight, stage=task.search_stage)
     case_order = None
     if cases:
         saved = store.get_meta("case_order")
@@ -166,7 +186,8 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
                       else CaseOrder(cases, window=cfg.speculation.reorder_window))
     sampler = rebuild_sampler(cfg.search, nodes, pool)
     stats = RunStats.rebuild(nodes)
-    tracker = _tracker(cfg, store, workspace, task, run_id)
+    tracker = _tracker(cfg, store, workspace, task, run_id,
+                       lambda: _candidate_runs(nodes, task.search_stage, paths))
     committer = Committer(store, paths, pool, sampler, stats, task.name, tracker,
                           wall_s_before=store.get_meta("wall_s", 0.0), history=history,
                           case_order=case_order, lineage={n.id: n.parent_id for n in nodes},

@@ -6,11 +6,14 @@ Every key is read somewhere; an unknown key is an error that names it.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from evoforge.infra.config_errors import describe
 
 
 class ConfigError(ValueError):
@@ -19,6 +22,15 @@ class ConfigError(ValueError):
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _http_url(url: str) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise ValueError("must be an http:// or https:// URL, e.g. http://gpu-box:8000/v1")
+    return url
+
+
+HttpURL = Annotated[str, AfterValidator(_http_url)]  # a server's URL, checked before any request
 
 
 class ModelPrice(_Section):
@@ -31,16 +43,24 @@ class ModelPrice(_Section):
 class EndpointConfig(_Section):
     """One of several LLM endpoints: an OpenAI-compatible server, its model and routing weight."""
 
-    base_url: str
+    base_url: HttpURL
     model: str | None = None  # none: the server's first model
     weight: float = Field(default=1.0, gt=0)  # weighted routing: share of calls, relative
     api_key_env: str | None = None  # environment variable holding this endpoint's key; none: llm's key
 
 
+class CircuitConfig(_Section):
+    """When an LLM endpoint counts as down, how often it is probed, and when the run gives up."""
+
+    failures: int = Field(default=5, ge=1)  # failed attempts in a row that open the circuit
+    probe_s: float = Field(default=5.0, gt=0)  # while open: seconds between probes
+    give_up_s: float = Field(default=600.0, gt=0)  # an outage this long stops the run (resumable)
+
+
 class LLMConfig(_Section):
     """Which OpenAI-compatible server to talk to; no base_url means the offline proposer."""
 
-    base_url: str | None = None
+    base_url: HttpURL | None = None
     model: str | None = None
     # a secret: masked in repr, and left out of every dump (Prefect parameters, config.json, MLflow)
     api_key: SecretStr | None = Field(default=None, repr=False, exclude=True)
@@ -62,6 +82,8 @@ class LLMConfig(_Section):
     routing: Literal["weighted", "bandit"] = "weighted"  # how endpoints share the calls
     explore: float = Field(default=0.1, ge=0, le=1)  # bandit: share of calls routed uniformly at random
     prices: dict[str, ModelPrice] = Field(default_factory=dict)  # by model name; cost in status and MLflow
+    max_answer_chars: int = Field(default=1_000_000, ge=1000)  # a larger answer is cut off unread
+    circuit: CircuitConfig = CircuitConfig()  # the breaker that pauses the run while the LLM is down
 
     @model_validator(mode="after")
     def _one_way_to_name_the_server(self) -> LLMConfig:
@@ -178,6 +200,9 @@ class SandboxConfig(_Section):
     timeout_s: float | None = Field(default=None, gt=0)
     memory_mb: int = Field(default=2048, ge=64)
     max_procs: int = Field(default=64, ge=1)
+    max_open_files: int = Field(default=512, ge=16)
+    isolate: bool = True  # as root: a dedicated uid, no network, a read-only filesystem
+    expose: list[str] = []  # isolated: paths it may read behind closed folders (e.g. ~/.cargo)
 
 
 class AnalyzeConfig(_Section):
@@ -199,6 +224,7 @@ class GuardConfig(_Section):
 
     quick_test: bool = True  # run the task's quick test, when it declares one, before evaluating
     repair_attempts: int = Field(default=1, ge=0, le=5)  # LLM repairs of a candidate that crashes
+    accept_failing_seed: bool = False  # evolve from a seed whose evaluator reports an error with its score
 
 
 class ParamSearchConfig(_Section):
@@ -249,7 +275,7 @@ class CognitionConfig(_Section):
 
     enabled: bool = True
     embedding: Literal["minilm", "openai", "lexical"] = "minilm"  # lexical: a weak fallback that warns
-    embedding_base_url: str | None = None  # openai: the endpoint; None: OPENAI_BASE_URL or OpenAI's
+    embedding_base_url: HttpURL | None = None  # openai: the endpoint; None: OPENAI_BASE_URL or OpenAI's
     embedding_model: str | None = None  # openai: model name; minilm: a local sentence-transformers folder
     top_k: int = Field(default=5, ge=1, le=100)
     min_similarity: float = Field(default=0.25, ge=-1, le=1)  # cosine below this is not retrieved
@@ -298,21 +324,14 @@ ENV_VARS = {
 }
 
 
-def _describe(err: ValidationError, source: str) -> str:
-    first = err.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    if first["type"] == "extra_forbidden":
-        return f"{source}: unknown key '{where}'"
-    return f"{source}: {where}: {first['msg']}"
-
-
-def _set_path(data: dict[str, Any], dotted: str, value: Any) -> None:
+def _set_path(data: dict[str, Any], dotted: str, value: Any, source: str | None = None) -> None:
     node = data
     parts = dotted.split(".")
     for part in parts[:-1]:
         node = node.setdefault(part, {})
         if not isinstance(node, dict):
-            raise ConfigError(f"cannot set '{dotted}': '{part}' is not a section")
+            raise ConfigError(f"{source or 'config'}: '{part}' is not a section of keys "
+                              f"(cannot set '{dotted}')")
     node[parts[-1]] = value
 
 
@@ -320,10 +339,15 @@ def load_config(
     path: str | os.PathLike | None = None,
     overrides: dict[str, Any] | None = None,
     environ: dict[str, str] | None = None,
+    origins: Mapping[str, str] | None = None,
 ) -> RunConfig:
-    """Build the run config from a YAML file, the environment, then dotted-key overrides."""
+    """Build the run config from a YAML file, the environment, then dotted-key overrides.
+
+    A bad value or unknown key raises ConfigError naming where it came from: the override's
+    name in `origins` (its CLI flag, e.g. ``{"budget.max_evals": "--max-evals"}``), the
+    environment variable, or the file and its key; an unknown key gets a "did you mean"."""
     data: dict[str, Any] = {}
-    source = "config"
+    source = None
     if path is not None:
         source = str(path)
         file = Path(path)
@@ -331,6 +355,8 @@ def load_config(
             raise ConfigError(f"config file not found: {file}")
         try:
             loaded = yaml.safe_load(file.read_text()) or {}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{file}: cannot read it ({type(exc).__name__}: {exc})") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = f" at line {mark.line + 1}" if mark else ""
@@ -339,13 +365,16 @@ def load_config(
             raise ConfigError(f"{file}: the top level must be a mapping of keys")
         data = loaded
     env = os.environ if environ is None else environ
+    named: dict[str, str] = {}
     for var, (section, key) in ENV_VARS.items():
         if env.get(var):
-            _set_path(data, f"{section}.{key}", env[var])
+            _set_path(data, f"{section}.{key}", env[var], source)
+            named[f"{section}.{key}"] = var
     for dotted, value in (overrides or {}).items():
         if value is not None:
-            _set_path(data, dotted, value)
+            _set_path(data, dotted, value, source)
+            named[dotted] = (origins or {}).get(dotted, f"override {dotted}")
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, source)) from None
+        raise ConfigError(describe(exc, RunConfig, source, named)) from None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.infra.llm_traces import LLMCall, trace_spans, write_traces
+from evoforge.infra.tracking_reconcile import reconcile
 
 log = logging.getLogger("evoforge.tracking")
 
@@ -28,13 +29,14 @@ _TRACE_BATCH = 200  # traces buffered before they are written even though more j
 
 @dataclass(frozen=True)
 class ChildRun:
-    """A run nested under a candidate's run (an Optuna trial)."""
+    """A nested run: a candidate's (under the parent run), or an Optuna trial's (under it)."""
 
     name: str
     params: dict[str, Any]
     metrics: dict[str, float]
     tags: dict[str, str] = field(default_factory=dict)
     status: str = "FINISHED"
+    texts: dict[str, str] = field(default_factory=dict)  # text artifacts: file name -> text
 
 
 def default_tracking_uri(workspace: Path) -> str:
@@ -186,6 +188,23 @@ class Tracker:
                 self._run(rid, child.name, child.params, child.metrics, {}, child.tags, child.status)
             if traces:
                 self._traces(traces, rid, {k: tags[k] for k in TRACE_TAGS if tags and k in tags})
+
+        self._submit(job)
+
+    def reconcile(self, expected: dict[str, ChildRun]) -> None:
+        """On resume, before anything else is logged: make the candidate runs match `expected`
+        (node id -> its run, one per candidate with an outcome in the node database), as a run
+        killed mid-write leaves them (infra/tracking_reconcile.py)."""
+
+        def job() -> None:
+            parent = self.parent_run_id or ""
+            done = reconcile(self._client, self._experiment_id, parent, expected,
+                             lambda r: self._run(parent, r.name, r.params, r.metrics, r.texts, r.tags,
+                                                 r.status))
+            if done:
+                log.info("MLflow reconciled with the node database: %d runs left RUNNING marked KILLED,"
+                         " %d candidate runs without an outcome removed, %d missing ones logged",
+                         done.killed, done.removed, done.logged)
 
         self._submit(job)
 

@@ -18,7 +18,7 @@ from evoforge.cognition.item import CognitionItem
 from evoforge.cognition.store import CognitionBase
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.llm_traces import LLMCall
-from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SELECTION_STAGES, SPECULATIVE, Node
+from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SPECULATIVE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.infra.tracking import Tracker
@@ -35,7 +35,7 @@ from evoforge.stages.sample import ParentSampler
 from evoforge.stages.snapshot import status_dict
 from evoforge.stages.speculation import confirmed
 from evoforge.stages.stats import RunStats
-from evoforge.stages.trial_runs import run_tags, trial_runs
+from evoforge.stages.trial_runs import candidate_run, trial_runs
 
 _FLUSH_ROWS = 32
 
@@ -293,32 +293,9 @@ class Committer:
                trials: str | None = None, calls: list[LLMCall] | None = None) -> None:
         if self.tracker is None:
             return
-        metrics: dict[str, float] = {
-            k: v for k, v in node.metrics.items() if isinstance(v, (int, float))
-        }
-        metrics.update(eval_s=node.eval_s, llm_s=node.llm_s, tokens_in=node.tokens_in,
-                       tokens_out=node.tokens_out)
-        for stage in SELECTION_STAGES:
-            if node.score(stage) is not None:
-                metrics[f"score_{stage}"] = node.score(stage)
-        params = {"node_id": node.id, "parent": node.parent_id or "", "island": node.island,
-                  "model": node.model, "backend": node.backend, "origin": node.origin,
-                  "generation": node.generation, "pool_version": node.pool_version,
-                  "branch": node.branch or "", "search_stage": self.pool.stage,
-                  **{f"knob.{k}": v for k, v in node.params.items()}}
-        if node.score_default is not None:
-            metrics[f"score_{self.pool.stage}_defaults"] = node.score_default
-        if node.trials_run:
-            metrics["trials"] = node.trials_run
-            metrics.update({f"saturation_{k}": v for k, v in node.saturation.items() if v is not None})
-        if node.hardcoded:
-            params["hardcoded"] = "; ".join(node.hardcoded)
-        texts = {"program.py": node.code, "diff.txt": node.diff,  # .txt: MLflow's UI previews it, not .patch
-                 "motivation.md": node.motivation, "error.txt": node.error or "",
-                 "analysis.md": node.analysis, "param_trials.json": trials or ""}
-        self.tracker.log_candidate(f"node-{node.id}", params, metrics, texts,
-                                   tags=run_tags(node, self.pool.stage),
-                                   status="FINISHED" if node.status == EVALUATED else "FAILED",
+        run = candidate_run(node, self.pool.stage, trials)
+        self.tracker.log_candidate(run.name, run.params, run.metrics, run.texts, tags=run.tags,
+                                   status=run.status,
                                    children=trial_runs(node, study, self.pool.stage) if study else None,
                                    traces=calls)
         best = self.pool.value(node)

@@ -100,7 +100,7 @@ def repair_messages(task: Task, node: Node) -> list[dict[str, str]]:
         text = node.artifacts.get(key, "").strip()
         if text:
             parts.append(f"{label}:\n```text\n{text[-size:]}\n```")
-    parts.append(render_program_section(node.code))
+    parts.append(render_program_section(node.code, task.language))
     parts.append(DIFF_RULES)
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
 
@@ -145,7 +145,7 @@ async def debug(item: Item, ctx: StageContext) -> StageResult:
         return _unrepaired(node, attempt, f"LLM call failed: {exc}")
     try:
         parsed = parse_answer(completion.text)
-        code = apply_answer(crashed.code, parsed)
+        code = apply_answer(crashed.code, parsed, language=ctx.task.language)
     except EditError as exc:
         return _unrepaired(node, attempt, f"unusable answer: {exc}")
     attempt["repair"] = parsed.motivation.strip()[:500]

@@ -24,7 +24,7 @@ from evoforge.stages.evaluation_job import EvalReport, EvalRequest, SpeculationR
 from evoforge.stages.guardrails import GUARD, QUICK_TEST_PREFIX, static_violation
 from evoforge.stages.item import Item
 from evoforge.stages.novelty import EmbeddingSimilarity, novelty_rejection
-from evoforge.stages.param_space import SpaceError, hardcoded_values, parse_space
+from evoforge.stages.param_space import ParamSpace, SpaceError, hardcoded_values, parse_space
 from evoforge.stages.param_study import TrialOutcome, stored_default, study_name_of
 from evoforge.stages.speculation import Reference
 from evoforge.stages.stage import COMMIT, Admission, Stage, StageResult, WorkerBounds
@@ -86,7 +86,8 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
     """Evaluate the item's candidate; its node comes back with scores, or the reason it failed."""
     assert item.node is not None
     node = item.node.copy()
-    reason = novelty_rejection(node.code, ctx.pool, ctx.config.search, novelty_similarity(ctx))
+    reason = None if node.origin == "seed" else (  # a failed seed is evaluated again on a rerun
+        novelty_rejection(node.code, ctx.pool, ctx.config.search, novelty_similarity(ctx)))
     if reason is not None:
         node.status, node.failed_stage = REJECTED, "engineer"
         node.error = f"rejected before evaluation: {reason}"
@@ -96,11 +97,11 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
         node.status, node.failed_stage, node.error = FAILED, GUARD, str(violation)
         return StageResult(node)
     try:
-        space = parse_space(node.code)
+        space = parse_space(node.code) if ctx.task.is_python else ParamSpace()  # knobs are Python
     except SpaceError as exc:  # a malformed knob declaration: no sandbox run
         node.status, node.failed_stage, node.error = FAILED, GUARD, f"parameter space: {exc}"
         return StageResult(node)
-    node.hardcoded = hardcoded_values(node.code, owned_knobs(item))
+    node.hardcoded = hardcoded_values(node.code, owned_knobs(item)) if ctx.task.is_python else []
     node.params = space.defaults()
     earlier = earlier_defaults(node, ctx) if space else None
     if earlier is not None:  # a resumed run: the study already holds the defaults' evaluation

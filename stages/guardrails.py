@@ -43,6 +43,8 @@ class Violation:
 
 def static_violation(code: str, task: Task) -> Violation | None:
     """The first static rule ``code`` breaks as a candidate of ``task``, or None when it passes."""
+    if not task.is_python:  # another language: its evaluator compiles it; only the frozen region is ours
+        return frozen_region_violation(code, task.initial_code)
     tree = _parse(code, task.program_name)
     if isinstance(tree, Violation):
         return tree

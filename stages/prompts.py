@@ -195,7 +195,7 @@ def research_messages(
     section = branch_section(branch)
     if section:
         parts.append(section)
-    parts.append(render_program_section(parent.code))
+    parts.append(render_program_section(parent.code, task.language))
     if inspirations:
         parts.append(_USED_RULE)
     if knowledge:

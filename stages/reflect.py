@@ -45,7 +45,7 @@ def reflection_messages(item: Item, ctx: StageContext, history: PoolHistory) -> 
         parts.append(f"### v{update.v}: {update.kind.replace('_', ' ')} node {u.id}, score "
                      f"{ctx.pool.value(u) if ctx.pool.value(u) is not None else u.score_partial}\n"
                      f"Motivation: {u.motivation.strip()[:400] or 'n/a'}\n```diff\n{u.diff.rstrip()}\n```")
-    parts.append(render_program_section(best.code).replace("## Current program",
+    parts.append(render_program_section(best.code, ctx.task.language).replace("## Current program",
                                                            "## Current program (the pool's best)"))
     parts.append(
         f"{REFLECT_MARKER} answer with one line `Decision: keep` (evaluate the candidate as it "
@@ -88,7 +88,7 @@ async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> StageR
         return StageResult(node, to=COMMIT, updates=back)
     if decision == "patch":
         try:
-            code = apply_answer(best.code, parse_answer(completion.text))
+            code = apply_answer(best.code, parse_answer(completion.text), language=ctx.task.language)
         except EditError as exc:
             node.reflection += f"; reflection: patch unusable ({exc}): kept"
             return StageResult(node, updates=back)

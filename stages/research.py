@@ -89,7 +89,7 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
     updates = {"prompt": prompt, "answer": completion.text}
     try:
         parsed = parse_answer(completion.text)
-        code = apply_answer(item.parent.code, parsed)
+        code = apply_answer(item.parent.code, parsed, language=ctx.task.language)
     except EditError as exc:
         node.motivation = completion.text.strip()[:500]
         return _fail(node, f"unusable answer: {exc}", updates)

@@ -3,7 +3,7 @@ Optuna trial, one per promotion of it)."""
 
 from __future__ import annotations
 
-from evoforge.infra.nodes import Node
+from evoforge.infra.nodes import EVALUATED, SELECTION_STAGES, Node
 from evoforge.infra.tracking import ChildRun
 from evoforge.stages.param_study import StudyResult
 from evoforge.stages.promotion import Promoted
@@ -17,6 +17,35 @@ def run_tags(node: Node, stage: str, kind: str = CANDIDATE) -> dict[str, str]:
     return {"kind": kind, "node_id": node.id, "stage": stage, "status": str(node.status),
             "origin": node.origin, "island": str(node.island), "branch": node.branch or "",
             "backend": node.backend, "failed_stage": node.failed_stage or ""}
+
+
+def candidate_run(node: Node, stage: str, trials: str | None = None) -> ChildRun:
+    """The candidate's own run `node-<id>` under the parent run: its params (lineage, model,
+    knobs), metrics (scores per stage, costs), text artifacts and tags; `stage` is the search
+    stage, `trials` the study's trials as JSON (param_trials.json)."""
+    metrics: dict[str, float] = {k: v for k, v in node.metrics.items() if isinstance(v, (int, float))}
+    metrics.update(eval_s=node.eval_s, llm_s=node.llm_s, tokens_in=node.tokens_in,
+                   tokens_out=node.tokens_out)
+    for scored in SELECTION_STAGES:
+        if node.score(scored) is not None:
+            metrics[f"score_{scored}"] = node.score(scored)  # type: ignore[assignment]
+    params = {"node_id": node.id, "parent": node.parent_id or "", "island": node.island,
+              "model": node.model, "backend": node.backend, "origin": node.origin,
+              "generation": node.generation, "pool_version": node.pool_version,
+              "branch": node.branch or "", "search_stage": stage,
+              **{f"knob.{k}": v for k, v in node.params.items()}}
+    if node.score_default is not None:
+        metrics[f"score_{stage}_defaults"] = node.score_default
+    if node.trials_run:
+        metrics["trials"] = node.trials_run
+        metrics.update({f"saturation_{k}": v for k, v in node.saturation.items() if v is not None})
+    if node.hardcoded:
+        params["hardcoded"] = "; ".join(node.hardcoded)
+    texts = {"program.py": node.code, "diff.txt": node.diff,  # .txt: MLflow's UI previews it, not .patch
+             "motivation.md": node.motivation, "error.txt": node.error or "",
+             "analysis.md": node.analysis, "param_trials.json": trials or ""}
+    return ChildRun(f"node-{node.id}", params, metrics, run_tags(node, stage),
+                    "FINISHED" if node.status == EVALUATED else "FAILED", texts)
 
 
 def trial_runs(node: Node, study: StudyResult, stage: str) -> list[ChildRun]:

@@ -15,6 +15,17 @@ from evoforge.infra.nodestore import NodeStore
 REPO = Path(__file__).resolve().parent.parent
 
 
+# an evaluator whose score is what the program's run() returns (the sandbox tests' task)
+RUN_EVALUATOR = '''
+import importlib.util
+
+def evaluate(program_path):
+    spec = importlib.util.spec_from_file_location("program", program_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.run()
+'''
+
 def read_nodes(run_dir: Path) -> list[Node]:
     """Every node in a finished run's database."""
     with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:

@@ -28,7 +28,13 @@ from evoforge.infra.nodes import EVALUATED  # noqa: E402
 from evoforge.infra.vllm_server import free_port  # noqa: E402
 from evoforge.stages.evaluation_job import EvalRequest  # noqa: E402
 from tests.guard_tasks import make_task  # noqa: E402
-from tests.helpers import prefect_run_of, processes_mentioning, read_nodes, read_status  # noqa: E402
+from tests.helpers import (  # noqa: E402
+    RUN_EVALUATOR,
+    prefect_run_of,
+    processes_mentioning,
+    read_nodes,
+    read_status,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -40,15 +46,7 @@ def run():
     return {"combined_score": 1.0}
 # EVOLVE-BLOCK-END
 """
-EVALUATOR = """
-import importlib.util
-
-def evaluate(program_path):
-    spec = importlib.util.spec_from_file_location("program", program_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.run()
-"""
+EVALUATOR = RUN_EVALUATOR
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +143,9 @@ def test_aborting_a_dask_evaluation_kills_its_sandboxed_child(tmp_path, schedule
     task = make_task(tmp_path / "task", program=SLEEPER, evaluator=EVALUATOR, task_yaml=None)
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    request = EvalRequest(node_id="abort", code=SLEEPER, task=task, limits=SandboxLimits(timeout_s=300),
-                          scratch=scratch)
+    # the child is found by its folder under `scratch`: isolation would move it to the sandbox root
+    request = EvalRequest(node_id="abort", code=SLEEPER, task=task,
+                          limits=SandboxLimits(timeout_s=300, isolate=False), scratch=scratch)
 
     async def go() -> list[int]:
         cfg = RunConfig.model_validate({"engine": {"executor": "dask", "dask_address": address}})

@@ -223,15 +223,13 @@ def test_a_bandit_run_favours_the_cheaper_model_and_records_per_model_figures(tm
 
 
 def test_a_failed_call_names_the_model_it_was_routed_to():
-    import socket
-
     from evoforge.infra.llm.types import LLMError
 
-    with socket.socket() as sock:  # a port nobody listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    dead = OpenAIBackend(f"http://127.0.0.1:{port}/v1", "costly", max_retries=0, timeout_s=2)
-    router = Router([(dead, 1.0)], routing="weighted")
-    with pytest.raises(LLMError) as failed:
-        asyncio.run(router.complete(MESSAGES, temperature=0.5, max_tokens=64))
+    # a server that answers with a body that is not JSON: the call fails (a server that does not
+    # answer at all is an outage instead, which the circuit waits out: tests/test_llm_faults.py)
+    with SimulatorProcess(SimConfig(median_s=0.01, error_rate=1.0, error_kinds=("bad_json",))) as sim:
+        broken = OpenAIBackend(sim.base_url, "costly", max_retries=0, timeout_s=2)
+        router = Router([(broken, 1.0)], routing="weighted")
+        with pytest.raises(LLMError) as failed:
+            asyncio.run(router.complete(MESSAGES, temperature=0.5, max_tokens=64))
     assert failed.value.model == "costly" and "costly at http://127.0.0.1" in str(failed.value)

@@ -184,3 +184,38 @@ def test_backend_without_a_program_in_the_prompt_raises() -> None:
     messages = [{"role": "user", "content": "Please improve something."}]
     with pytest.raises(LLMError, match="carries no '## Current program' section"):
         asyncio.run(backend.complete(messages, temperature=1.0, max_tokens=100))
+
+
+STRING_ONLY = '''# EVOLVE-BLOCK-START
+method = "bubble"  # one of "bubble", "insertion", "merge"
+reverse_first = False
+order = ["cheap", "thorough"]
+# EVOLVE-BLOCK-END
+def run(xs):
+    if method == "quick":
+        return sorted(xs)
+    return xs
+'''
+
+
+def test_block_without_numbers_gets_choice_boolean_and_order_edits() -> None:
+    rng = random.Random(5)
+    notes = [mutate_program(STRING_ONLY, rng, max_edits=1).description for _ in range(300)]
+    kinds = Counter(re.sub(r" [\"'(].*", "", note) for note in notes)
+    assert {"changed choice", "flipped False -> True", "swapped list elements"} <= set(kinds)
+    options = {re.search(r'-> "(\w+)"', n).group(1) for n in notes if n.startswith("changed choice \"bubble")}
+    assert options == {"insertion", "merge", "quick"}  # words the program offers for `method`
+    assert not any("cheap\" -> \"bubble" in n for n in notes)  # unrelated words are not offered
+    for _ in range(50):
+        compile(mutate_program(STRING_ONLY, rng).code, "<m>", "exec")
+
+
+def test_non_python_block_gets_text_edits_outside_comments() -> None:
+    program = ('#include <stdio.h>\n// EVOLVE-BLOCK-START\nconst char *mode = "fast"; // "fast" or "exact"\n'
+               "int verbose = false;\n// EVOLVE-BLOCK-END\nint main(void) { return 0; }\n")
+    rng = random.Random(2)
+    codes = {mutate_program(program, rng, max_edits=1).code for _ in range(100)}
+    assert program.replace('*mode = "fast"', '*mode = "exact"') in codes
+    assert program.replace("verbose = false", "verbose = true") in codes
+    assert all(split_program(c).tail == split_program(program).tail for c in codes)
+    assert all('// "fast" or "exact"' in c for c in codes)  # comments are left alone

@@ -1,5 +1,6 @@
 """A run killed mid-flight resumes: nothing evaluated is lost, nothing is evaluated twice,
-proposals that were in flight are evaluated after the restart, and Ctrl+C stops cleanly."""
+proposals that were in flight are evaluated after the restart, nothing it started outlives it
+(its Prefect server, its evaluation children), and Ctrl+C stops cleanly."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.crash_kills import leftovers, note_children
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, PROPOSED
 from tests.helpers import cli_env, read_nodes, read_status, run_cli
@@ -47,8 +49,16 @@ def test_kill_9_then_rerun_finishes_the_budget_exactly(tmp_path):
                 "research=6,engineer=2", "--seed", "4"]
         proc = _start(args, tmp_path)
         _wait_for_evaluations(run_dir, 8, proc)
+        children: dict = {}
+        note_children(proc.pid, children)
+        servers = [pid for pid in children if b"uvicorn" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(servers) == 1  # its ephemeral Prefect server is running
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+        # its Prefect server, watchdog and evaluation children go with it (they carry its
+        # PREFECT_HOME, or were its children, or are in a session one of them led)
+        left = leftovers(tmp_path / "prefect-home", children)
+        assert left == []
         before = read_nodes(run_dir)
         evaluated_before = {n.id: n.evaluated_at for n in before if n.was_evaluated}
         in_flight = {n.id for n in before if n.status == PROPOSED}

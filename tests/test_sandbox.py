@@ -19,17 +19,9 @@ from evoforge.evaluators.sandbox import (
     run_sandboxed,
 )
 from evoforge.evaluators.task import Task, load_task
-from tests.helpers import processes_mentioning
+from tests.helpers import RUN_EVALUATOR, processes_mentioning
 
-EVALUATOR = '''
-import importlib.util
-
-def evaluate(program_path):
-    spec = importlib.util.spec_from_file_location("program", program_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.run()
-'''
+EVALUATOR = RUN_EVALUATOR
 
 SEED = """
 # EVOLVE-BLOCK-START
@@ -251,14 +243,17 @@ def test_cancellation_kills_the_child_and_cleans_up(task: Task, scratch: Path) -
     assert list(scratch.iterdir()) == []
 
 
-def test_evaluator_reported_error_fails_the_candidate(task: Task, scratch: Path) -> None:
+def test_evaluator_reported_error_keeps_its_score_and_fails_without_one(task: Task, scratch: Path) -> None:
     outcome = evaluate(task, "return {'combined_score': 0.0, 'error': 'bad input'}", scratch)
-    assert not outcome.ok
-    assert outcome.error == "evaluator reported error: bad input"
+    assert outcome.ok and outcome.score == 0.0  # recorded as OpenEvolve records it
+    assert outcome.artifacts["error"] == "bad input"
+    alone = evaluate(task, "return {'error': 'bad input'}", scratch)
+    assert not alone.ok
+    assert alone.error == "evaluator reported error: bad input"
 
 
 def test_missing_or_nan_objective_fails_the_candidate(task: Task, scratch: Path) -> None:
-    missing = evaluate(task, "return {'accuracy': 0.9}", scratch)
+    missing = evaluate(task, "return {'note': 'no numbers'}", scratch)
     assert not missing.ok
     assert missing.error.startswith("metric 'combined_score' missing from evaluator result")
     nan = evaluate(task, "return {'combined_score': float('nan')}", scratch)

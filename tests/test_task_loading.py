@@ -180,3 +180,37 @@ def test_openevolve_cascade_flag_is_respected(tmp_path: Path) -> None:
     plain = make_task(tmp_path / "plain", {"initial_program.py": PROGRAM, "evaluator.py": EVALUATOR,
                                             "config.yaml": "evaluator: {cascade_evaluation: true}\n"})
     assert load_task(plain).cascade is False  # no evaluate_stage1: OpenEvolve runs evaluate()
+
+
+C_PROGRAM = ("#include <stdio.h>\n// EVOLVE-BLOCK-START\nint n = 3;\n// EVOLVE-BLOCK-END\n"
+             "int main(void) { return n; }\n")
+
+
+def test_non_python_program_is_found_with_its_language_and_guarded_by_its_markers(tmp_path: Path) -> None:
+    from evoforge.stages.guardrails import static_violation
+
+    root = make_task(tmp_path / "c", {"initial_program.c": C_PROGRAM, "evaluator.py": EVALUATOR})
+    task = load_task(root)
+    assert (task.program_name, task.language, task.is_python) == ("initial_program.c", "c", False)
+    assert static_violation(C_PROGRAM.replace("n = 3", "n = 4"), task) is None  # not parsed as Python
+    frozen = static_violation(C_PROGRAM.replace("return n", "return 0"), task)
+    assert frozen is not None and "outside the EVOLVE block" in str(frozen)
+    (root / "config.yaml").write_text("language: CUDA\n")
+    assert load_task(root).language == "cuda"
+    (root / "initial_program.rs").write_text("// EVOLVE-BLOCK-START\n// EVOLVE-BLOCK-END\n")
+    assert "several initial_program.* files" in task_error(root)
+    (root / "task.yaml").write_text("program: initial_program.rs\n")
+    (root / "config.yaml").unlink()
+    assert load_task(root).language == "rust"
+
+
+def test_openevolve_feature_dimensions_and_objective_fallback_are_read(tmp_path: Path) -> None:
+    root = make_task(tmp_path / "t", {"initial_program.py": PROGRAM, "evaluator.py": EVALUATOR,
+                                       "config.yaml": "database:\n  feature_dimensions: [size, speed]\n"})
+    task = load_task(root)
+    assert task.feature_dimensions == ("size", "speed") and not task.objective_declared
+    assert load_task(FIXTURE).feature_dimensions == ("complexity", "diversity")  # OpenEvolve's default
+    (root / "task.yaml").write_text("objective: {metric: speed}\n")
+    assert load_task(root).objective_declared
+    (root / "config.yaml").write_text("database:\n  feature_dimensions: size\n")
+    assert "database.feature_dimensions" in task_error(root)

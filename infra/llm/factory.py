@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from evoforge.infra.config import ConfigError, EndpointConfig, LLMConfig
+from evoforge.infra.llm.circuit import Circuit
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
 from evoforge.infra.llm.types import LLMBackend
@@ -36,4 +37,15 @@ def endpoint_key(cfg: LLMConfig, endpoint: EndpointConfig, index: int) -> str | 
 
 def _openai(cfg: LLMConfig, base_url: str, model: str | None, key: str | None, seed: int) -> OpenAIBackend:
     return OpenAIBackend(base_url=base_url, model=model, api_key=key, timeout_s=cfg.timeout_s,
-                         max_retries=cfg.max_retries, backoff_s=cfg.backoff_s, seed=seed)
+                         max_retries=cfg.max_retries, backoff_s=cfg.backoff_s, seed=seed,
+                         max_answer_chars=cfg.max_answer_chars, circuit=cfg.circuit)
+
+
+def circuits_of(llm: LLMBackend) -> list[Circuit]:
+    """The circuit breakers behind a backend: one server's, a router's endpoints', or none (the
+    offline proposer, or any other backend without a server to lose)."""
+    if isinstance(llm, OpenAIBackend):
+        return [llm.circuit]
+    if isinstance(llm, Router):
+        return llm.circuits()
+    return []

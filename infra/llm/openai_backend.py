@@ -1,13 +1,28 @@
-"""The LLM backend for any OpenAI-compatible server: vLLM, a hosted API, or evoforge's simulator."""
+"""The LLM backend for any OpenAI-compatible server: vLLM, a hosted API, or evoforge's simulator.
+
+Every attempt is bounded: `timeout_s` for the whole request (a server that hangs, or trickles
+bytes, cannot hold a slot longer), and `max_answer_chars` for the body read (a huge answer is
+dropped unread past the cap). 429s, 5xx, timeouts and refused connections are retried with
+jittered exponential backoff (at least the server's Retry-After); the endpoint's circuit
+(circuit.py) decides when they mean the server is down, and then the call waits instead of
+failing. An answer that arrives but cannot be used (not JSON, cut off at `max_tokens`, over the
+size cap) is an `LLMAnswerError`: recorded on the node, never retried, never an outage.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import random
+import sys
 import time
+from typing import Any
 
 import openai
 
+from evoforge.infra.config import CircuitConfig
+from evoforge.infra.llm.circuit import CLOSED, Circuit, EndpointDown
 from evoforge.infra.llm.types import Completion, LLMError
 
 _RETRYABLE = (
@@ -15,15 +30,24 @@ _RETRYABLE = (
     openai.InternalServerError,
     openai.APITimeoutError,
     openai.APIConnectionError,
+    TimeoutError,  # the whole request outlasted timeout_s
 )
+_PROBE = [{"role": "user", "content": "ping"}]
+log = logging.getLogger("evoforge.llm")
+_MAX_DELAY_S = 60.0
 
 
 class LLMUnreachable(LLMError):
     """The server could not be reached or refused us at startup: a user error."""
 
 
+class LLMAnswerError(LLMError):
+    """The server answered, but the answer is unusable (not JSON, cut off, too large)."""
+
+
 class OpenAIBackend:
-    """Async chat completions with timeouts and bounded retries with jittered backoff."""
+    """Async chat completions with timeouts, bounded retries with jittered backoff, a cap on the
+    answer's size, and a circuit breaker that waits out an outage."""
 
     name = "openai"
 
@@ -36,15 +60,22 @@ class OpenAIBackend:
         max_retries: int = 4,
         backoff_s: float = 1.0,
         seed: int = 0,
+        max_answer_chars: int = 1_000_000,
+        circuit: CircuitConfig | None = None,
     ):
         self.base_url = base_url
         self.model = model or ""
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key or "EMPTY", timeout=timeout_s, max_retries=0
         )
+        self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._backoff_s = backoff_s
+        self._max_answer_chars = max_answer_chars
         self._rng = random.Random(seed)
+        breaker = circuit or CircuitConfig()
+        self.circuit = Circuit(base_url, self._probe, failures=breaker.failures,
+                               probe_s=breaker.probe_s, give_up_s=breaker.give_up_s)
 
     async def check(self) -> str:
         """Confirm the server answers and pick its model when none was named; returns the model."""
@@ -61,45 +92,114 @@ class OpenAIBackend:
             if not names:
                 raise LLMUnreachable(f"LLM server at {self.base_url} lists no models; pass --llm-model")
             self.model = names[0]
-        elif names and self.model not in names:
-            raise LLMUnreachable(
-                f"model '{self.model}' is not served at {self.base_url} (it serves: {', '.join(names)})"
-            )
+        elif names and self.model not in names:  # gateways and aliases serve names they do not list
+            note = (f"model '{self.model}' is not listed at {self.base_url} (it lists: "
+                    f"{', '.join(names[:8])}{', ...' if len(names) > 8 else ''}); using it anyway")
+            print(f"[evoforge] warning: {note}", file=sys.stderr)
+            log.warning(note)
         return self.model
 
     async def complete(
-        self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int
+        self, messages: list[dict[str, str]], *, temperature: float, max_tokens: int, hold: bool = True
     ) -> Completion:
+        """The answer to `messages`; LLMError when it failed after its retries (the endpoint
+        answering other requests meanwhile) or came back unusable; LLMOutage (circuit.py) when
+        the endpoint stayed down past the circuit's give-up time. With `hold` False, an open
+        circuit raises EndpointDown instead of waiting (a router then tries another endpoint)."""
         start = time.perf_counter()
-        last_error = ""
-        for attempt in range(1, self._max_retries + 2):
+        circuit = self.circuit
+        waited = 0.0  # seconds spent waiting for the circuit: not the call's own time
+        attempts = retries = 0
+        first_failure: float | None = None  # when the first failed attempt was sent
+        while True:
+            if not hold and circuit.state != CLOSED:
+                raise EndpointDown(circuit.name)
+            waited += await circuit.wait_closed()
+            sent = circuit.now()
+            attempts += 1
             try:
-                resp = await self._client.chat.completions.create(
-                    model=self.model,
-                    messages=messages,  # type: ignore[arg-type]
-                    temperature=temperature,
-                    max_tokens=max_tokens,
-                )
+                raw = await self._post(messages, temperature, max_tokens)
             except _RETRYABLE as exc:
-                last_error = _short(exc)
-                if attempt > self._max_retries:
-                    break
-                await asyncio.sleep(self._delay(attempt, exc))
+                reason = self._reason(exc)
+                first_failure = sent if first_failure is None else first_failure
+                circuit.failure(reason)
+                if circuit.state != CLOSED:
+                    retries = 0  # the endpoint is down: wait for it, then a fresh set of retries
+                    continue
+                retries += 1
+                if retries <= self._max_retries:
+                    await asyncio.sleep(self._delay(retries, exc))
+                    continue
+                if await circuit.answered_since(first_failure, within=circuit.probe_s):
+                    raise LLMError(f"LLM request failed after {attempts} attempts: {reason}") from None
+                circuit.trip(reason)  # nobody got an answer meanwhile: the server is down
+                retries = 0
                 continue
             except openai.APIStatusError as exc:
-                raise LLMError(f"LLM request rejected: {_short(exc)}") from None
-            text = resp.choices[0].message.content if resp.choices else None
-            usage = resp.usage
-            return Completion(
-                text=text or "",
-                model=resp.model or self.model,
-                backend=self.name,
-                tokens_in=usage.prompt_tokens if usage else 0,
-                tokens_out=usage.completion_tokens if usage else 0,
-                seconds=time.perf_counter() - start,
-                attempts=attempt,
-            )
-        raise LLMError(f"LLM request failed after {self._max_retries + 1} attempts: {last_error}")
+                circuit.answered(sent)
+                raise LLMError(f"LLM request rejected: {self._reason(exc)}") from None
+            except LLMAnswerError:
+                circuit.answered(sent)
+                raise
+            circuit.answered(sent)
+            return self._completion(raw, max_tokens, attempts, time.perf_counter() - start - waited)
+
+    async def _post(self, messages: list[dict[str, str]], temperature: float, max_tokens: int) -> bytes:
+        """One request's body, read within `timeout_s` and at most `max_answer_chars` bytes."""
+        cap = self._max_answer_chars
+        async with asyncio.timeout(self._timeout_s):
+            async with self._client.chat.completions.with_streaming_response.create(
+                model=self.model,
+                messages=messages,  # type: ignore[arg-type]
+                temperature=temperature,
+                max_tokens=max_tokens,
+            ) as response:
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > cap:
+                    raise LLMAnswerError(f"the answer is {int(declared)} bytes, over llm.max_answer_chars "
+                                         f"({cap}): dropped unread")
+                body = bytearray()
+                async for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > cap:
+                        raise LLMAnswerError(f"the answer is over llm.max_answer_chars ({cap}): "
+                                             f"dropped after {len(body)} bytes")
+                return bytes(body)
+
+    def _completion(self, raw: bytes, max_tokens: int, attempts: int, seconds: float) -> Completion:
+        """The Completion in a response body; LLMAnswerError when it is not a usable answer."""
+        try:
+            data = json.loads(raw)
+            choice = data["choices"][0]
+            text = choice["message"].get("content") or ""
+            finish = choice.get("finish_reason")
+            usage = data.get("usage") or {}
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            head = raw[:80].decode(errors="replace")
+            raise LLMAnswerError(f"the server's answer is not a chat completion "
+                                 f"({type(exc).__name__}: {exc}; it begins {head!r})") from None
+        if finish == "length":
+            raise LLMAnswerError(f"the answer was cut off at max_tokens={max_tokens} "
+                                 f"(finish_reason 'length', {len(text)} characters)")
+        return Completion(
+            text=text,
+            model=data.get("model") or self.model,
+            backend=self.name,
+            tokens_in=int(usage.get("prompt_tokens") or 0),
+            tokens_out=int(usage.get("completion_tokens") or 0),
+            seconds=seconds,
+            attempts=attempts,
+        )
+
+    async def _probe(self) -> str | None:
+        """One tiny chat request: None when the server answered (anything), else why not."""
+        try:
+            await self._post(_PROBE, temperature=0.0, max_tokens=1)
+        except _RETRYABLE as exc:
+            return self._reason(exc)
+        except (openai.APIStatusError, LLMAnswerError):
+            return None  # an answer, if not a useful one: the server is up
+        return None
 
     def _delay(self, attempt: int, exc: Exception) -> float:
         retry_after = None
@@ -109,18 +209,23 @@ class OpenAIBackend:
                 retry_after = float(response.headers.get("retry-after", ""))
             except ValueError:
                 retry_after = None
-        base = self._backoff_s * 2 ** (attempt - 1)
-        delay = max(base, retry_after or 0.0)
-        return min(delay, 60.0) * (0.5 + self._rng.random() / 2)
+        jittered = min(self._backoff_s * 2 ** (attempt - 1), _MAX_DELAY_S) * (0.5 + self._rng.random() / 2)
+        return min(max(jittered, retry_after or 0.0), _MAX_DELAY_S)
+
+    def _reason(self, exc: Exception) -> str:
+        if isinstance(exc, TimeoutError):
+            return f"no answer within llm.timeout_s ({self._timeout_s:g} s)"
+        return _short(exc)
 
     def observe(self, model: str, gain: float | None) -> None:
         """One server, nothing to learn from the feedback."""
 
     async def close(self) -> None:
+        await self.circuit.close()
         await self._client.close()
 
 
-def _short(exc: Exception) -> str:
+def _short(exc: Any) -> str:
     status = getattr(exc, "status_code", None)
     kind = type(exc).__name__
     return f"{kind} (HTTP {status})" if status else kind

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evoforge.infra.config import ModelPrice
+from evoforge.infra.llm.circuit import CLOSED, Circuit, EndpointDown
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.pricing import call_cost
 from evoforge.infra.llm.types import Completion, LLMError
@@ -98,14 +99,27 @@ class Router:
         return f"{where}; {self.routing} routing{cost}"
 
     def pick(self) -> tuple[Arm, OpenAIBackend]:
-        """The arm and endpoint the next call goes to."""
-        arms = list(self.arms.values())
+        """The arm and endpoint the next call goes to: among the endpoints whose circuit is
+        closed, while any is (the call waits for its endpoint's circuit when none is)."""
+        up = {id(b) for arm in self.arms.values() for b in arm.endpoints if b.circuit.state == CLOSED}
+        arms = [arm for arm in self.arms.values() if any(id(b) in up for b in arm.endpoints)] \
+            or list(self.arms.values())
+
+        def usable(arm: Arm) -> list[tuple[OpenAIBackend, float]]:
+            pairs = list(zip(arm.endpoints, arm.weights, strict=True))
+            return [(b, w) for b, w in pairs if id(b) in up] or pairs
+
         if self.routing == WEIGHTED:
-            pairs = [(arm, backend) for arm in arms for backend in arm.endpoints]
-            weights = [w for arm in arms for w in arm.weights]
-            return self._rng.choices(pairs, weights)[0]
+            pairs = [(arm, backend, w) for arm in arms for backend, w in usable(arm)]
+            arm, backend, _ = self._rng.choices(pairs, [w for _, _, w in pairs])[0]
+            return arm, backend
         arm = self._rng.choice(arms) if self._rng.random() < self.explore else self._thompson(arms)
-        return arm, self._rng.choices(arm.endpoints, arm.weights)[0]
+        endpoints = usable(arm)
+        return arm, self._rng.choices([b for b, _ in endpoints], [w for _, w in endpoints])[0]
+
+    def circuits(self) -> list[Circuit]:
+        """Every endpoint's circuit breaker (one per endpoint: one down endpoint pauses nothing)."""
+        return [backend.circuit for backend, _ in self._endpoints]
 
     def _thompson(self, arms: list[Arm]) -> Arm:
         """The arm with the highest sampled improvement rate per unit of cost."""
@@ -126,11 +140,17 @@ class Router:
         """The answer of the endpoint this call is routed to, named after the arm's model."""
         if not self.arms:
             await self.check()
-        arm, backend = self.pick()
-        try:
-            completion = await backend.complete(messages, temperature=temperature, max_tokens=max_tokens)
-        except LLMError as exc:  # its node names the model, so the commit reports it as a miss
-            raise LLMError(f"{arm.model} at {backend.base_url}: {exc}", model=arm.model) from None
+        while True:
+            arm, backend = self.pick()
+            others_up = any(c.state == CLOSED for c in self.circuits() if c is not backend.circuit)
+            try:  # while another endpoint answers, a call never waits for a down one
+                completion = await backend.complete(messages, temperature=temperature,
+                                                    max_tokens=max_tokens, hold=not others_up)
+                break
+            except EndpointDown:
+                continue  # its circuit opened under the call: pick again among those that answer
+            except LLMError as exc:  # its node names the model, so the commit reports it as a miss
+                raise LLMError(f"{arm.model} at {backend.base_url}: {exc}", model=arm.model) from None
         arm.answered += 1
         arm.cost += self._cost(arm.model, completion)
         # the configured name, not the server's (a hosted API answers with a dated variant)

@@ -26,6 +26,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hang-s", type=float, default=_DEFAULTS.hang_s, help="seconds a 'hang' holds a request"
     )
+    parser.add_argument(
+        "--huge-chars", type=int, default=_DEFAULTS.huge_chars, help="characters of a 'huge' answer"
+    )
+    parser.add_argument(
+        "--down-after", type=int, default=None,
+        help="go down (503 on chat and models) after this many chat requests (default: never)",
+    )
+    parser.add_argument(
+        "--down-for", type=float, default=_DEFAULTS.down_for,
+        help="seconds the outage of --down-after lasts (inf: for good)",
+    )
     parser.add_argument("--seed", type=int, default=_DEFAULTS.seed, help="random seed")
 
 
@@ -43,5 +54,8 @@ def config_from_args(ns: argparse.Namespace) -> tuple[SimConfig, str, int]:
         error_kinds=kinds,
         hang_s=ns.hang_s,
         seed=ns.seed,
+        huge_chars=ns.huge_chars,
+        down_after=ns.down_after,
+        down_for=ns.down_for,
     )
     return config, ns.host, ns.port

@@ -47,8 +47,11 @@ class SimulatorProcess:
             "--median", repr(cfg.median_s), "--sigma", repr(cfg.sigma),
             "--slots", str(cfg.slots), "--error-rate", repr(cfg.error_rate),
             "--error-kinds", ",".join(cfg.error_kinds), "--hang-s", repr(cfg.hang_s),
-            "--seed", str(cfg.seed),
+            "--seed", str(cfg.seed), "--huge-chars", str(cfg.huge_chars),
+            "--down-for", repr(cfg.down_for),
         ]  # fmt: skip
+        if cfg.down_after is not None:
+            command += ["--down-after", str(cfg.down_after)]
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self._stderr, text=True)
         try:
@@ -82,6 +85,11 @@ class SimulatorProcess:
     def stats(self) -> dict[str, Any]:
         """The server's counters (GET /sim/stats)."""
         return httpx.get(f"{self._root}/sim/stats", timeout=10).raise_for_status().json()
+
+    def outage(self, seconds: float) -> None:
+        """Take the server down now for `seconds` (inf: until told otherwise; 0: back up)."""
+        body = {"seconds": "inf" if seconds == float("inf") else seconds}
+        httpx.post(f"{self._root}/sim/outage", json=body, timeout=10).raise_for_status()
 
     def reset(self, seed: int | None = None) -> None:
         """Zero the server's counters; with ``seed``, also restart its random stream."""

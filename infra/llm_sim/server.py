@@ -5,7 +5,11 @@ seed and the same request order give the same latencies, errors and answers. Inj
 ``429`` answers at once (a server at capacity rejects fast) with ``Retry-After: 1``; ``500``
 holds a slot for a tenth of a drawn latency, then fails; ``hang`` holds a slot for ``hang_s``
 (or until the client gives up) and then answers 504; ``malformed`` is a normal-speed 200 whose
-answer cannot be applied. A client that disconnects frees its slot, as vLLM aborts the request.
+answer cannot be applied; ``truncated`` is an answer cut mid-way with finish_reason ``length``,
+``cut`` the same with finish_reason ``stop`` (a proxy that dropped the end); ``bad_json`` a 200
+whose body is cut-off JSON; ``huge`` an answer of ``huge_chars`` characters, max_tokens ignored.
+An outage (outage.py) answers 503 on chat and models for its length. A client that
+disconnects frees its slot, as vLLM aborts the request.
 ``/v1/embeddings`` answers at once, outside the slots, with a unit vector per text that depends
 only on the text (384-d unless the request asks for ``dimensions``).
 """
@@ -33,8 +37,11 @@ from starlette.routing import Route
 
 from evoforge.infra.llm_sim.answers import build_answer, malformed_answer
 from evoforge.infra.llm_sim.latency import SlotPool, draw_latency
+from evoforge.infra.llm_sim.outage import Outage
 
-ERROR_KINDS = ("429", "500", "hang", "malformed")
+DEFAULT_ERROR_KINDS = ("429", "500", "hang", "malformed")
+ERROR_KINDS = (*DEFAULT_ERROR_KINDS, "truncated", "cut", "bad_json", "huge")
+_ANSWER_FAULTS = ("truncated", "cut", "huge")  # a 200 whose text is the fault
 _POLL_S = 0.05  # how often a waiting request checks whether its client is still there
 _CHARS_PER_TOKEN = 4
 EMBEDDING_DIM = 384  # /v1/embeddings: the dimension of the vectors served, unless "dimensions" asks
@@ -49,9 +56,12 @@ class SimConfig:
     sigma: float = 0.6  # lognormal sigma (heavy tail)
     slots: int = 8  # concurrent requests served; more wait in a FIFO queue
     error_rate: float = 0.0  # fraction of requests that fail
-    error_kinds: tuple[str, ...] = ERROR_KINDS  # drawn uniformly
+    error_kinds: tuple[str, ...] = DEFAULT_ERROR_KINDS  # drawn uniformly
     hang_s: float = 600.0  # how long a "hang" holds the request open
     seed: int = 0
+    huge_chars: int = 2_000_000  # the length of a "huge" answer
+    down_after: int | None = None  # an outage starts at chat request down_after + 1 ...
+    down_for: float = 30.0  # ... and lasts this many seconds (inf: for good)
 
     def __post_init__(self) -> None:
         if self.slots < 1:
@@ -60,6 +70,10 @@ class SimConfig:
             raise ValueError(f"error rate must be between 0 and 1, got {self.error_rate}")
         if self.median_s < 0 or self.sigma < 0 or self.hang_s < 0:
             raise ValueError("median, sigma and hang seconds must not be negative")
+        if self.huge_chars < 1 or (self.down_after is not None and self.down_after < 0):
+            raise ValueError("huge chars must be at least 1 and down-after must not be negative")
+        if not self.down_for > 0:
+            raise ValueError(f"down-for must be more than 0 seconds (inf: for good), got {self.down_for}")
         unknown = [kind for kind in self.error_kinds if kind not in ERROR_KINDS]
         if unknown or not self.error_kinds:
             raise ValueError(
@@ -73,6 +87,7 @@ class Simulator:
     def __init__(self, cfg: SimConfig) -> None:
         self.cfg = cfg
         self.slots = SlotPool(cfg.slots)
+        self.outage = Outage(cfg.down_after, cfg.down_for)
         self._rng = random.Random(cfg.seed)
         self._created = int(time.time())
         self.reset()
@@ -109,7 +124,9 @@ class Simulator:
             "mean_queue_wait_s": self.slots.mean_queue_wait(),
             "api_key_sha256": sorted(self._keys),
             "texts_embedded": self._embedded,
-            "config": asdict(self.cfg),
+            "down": self.outage.down(),
+            "outages": self.outage.windows,
+            "config": {k: _finite(v) for k, v in asdict(self.cfg).items()},
         }
 
     async def chat(self, request: Request) -> Response:
@@ -119,6 +136,8 @@ class Simulator:
         number = self._requests
         self._note_key(request)
         rng = random.Random(self._rng.getrandbits(64))
+        if self.outage.on_request(number):
+            return self.refuse()
         try:
             raw = await request.body()
             body = json.loads(raw)
@@ -149,11 +168,24 @@ class Simulator:
             if not await _hold(request, latency):
                 self._errors["client_disconnect"] += 1
                 return Response(status_code=499)
-            text = malformed_answer(prompt, rng) if failing else build_answer(prompt, rng)
-        text, finish = _truncate(text, body.get("max_completion_tokens") or body.get("max_tokens"))
+            malformed = failing and kind == "malformed"
+            text = malformed_answer(prompt, rng) if malformed else build_answer(prompt, rng)
+        if failing and kind in _ANSWER_FAULTS:
+            text, finish = _faulty(text, kind, rng, self.cfg.huge_chars)
+        else:
+            text, finish = _truncate(text, body.get("max_completion_tokens") or body.get("max_tokens"))
         self._completed += 1
         self._latency_total += time.monotonic() - arrived
-        return JSONResponse(self._completion(number, text, finish, prompt_chars))
+        completion = self._completion(number, text, finish, prompt_chars)
+        if failing and kind == "bad_json":
+            encoded = json.dumps(completion)
+            return Response(encoded[: len(encoded) // 2], media_type="application/json")
+        return JSONResponse(completion)
+
+    def refuse(self) -> Response:
+        """The answer of a server that is down (an outage): 503 at once."""
+        self._errors["down"] += 1
+        return _error(503, "simulated outage: the server is down", "server_error")
 
     def _completion(self, number: int, text: str, finish: str, prompt_chars: int) -> dict[str, Any]:
         prompt_tokens = math.ceil(prompt_chars / _CHARS_PER_TOKEN)
@@ -210,7 +242,15 @@ def build_app(cfg: SimConfig) -> Starlette:
     sim = Simulator(cfg)
 
     async def models(_: Request) -> Response:
-        return JSONResponse(sim.models())
+        return sim.refuse() if sim.outage.down() else JSONResponse(sim.models())
+
+    async def outage(request: Request) -> Response:
+        try:
+            seconds = float((await request.json()).get("seconds"))
+        except (ValueError, TypeError, AttributeError) as exc:
+            return _error(400, f"bad outage body (want {{\"seconds\": S}}): {exc}", "invalid_request_error")
+        sim.outage.start(seconds)
+        return JSONResponse({"down": sim.outage.down(), "seconds": _finite(seconds)})
 
     async def stats(_: Request) -> Response:
         return JSONResponse(sim.stats())
@@ -233,6 +273,7 @@ def build_app(cfg: SimConfig) -> Starlette:
             Route("/v1/embeddings", sim.embeddings, methods=["POST"]),
             Route("/sim/stats", stats, methods=["GET"]),
             Route("/sim/reset", reset, methods=["POST"]),
+            Route("/sim/outage", outage, methods=["POST"]),
         ]
     )
     app.state.simulator = sim
@@ -325,6 +366,21 @@ def _truncate(text: str, max_tokens: Any) -> tuple[str, str]:
         if len(text) > limit:
             return text[:limit], "length"
     return text, "stop"
+
+
+def _finite(value: Any) -> Any:
+    """`value`, with an infinite float as the string "inf" (JSON has no infinity)."""
+    return str(value) if isinstance(value, float) and math.isinf(value) else value
+
+
+def _faulty(text: str, kind: str, rng: random.Random, huge_chars: int) -> tuple[str, str]:
+    """(text, finish_reason) of an answer fault: cut mid-way ("truncated": finish "length";
+    "cut": finish "stop"), or grown to `huge_chars` characters ("huge")."""
+    if kind == "huge":
+        filler = "# " + "the answer goes on and on " * 4 + "\n"
+        return (text + filler * (huge_chars // len(filler) + 1))[:huge_chars], "stop"
+    cut = text[: int(len(text) * rng.uniform(0.3, 0.7))]
+    return cut, "length" if kind == "truncated" else "stop"
 
 
 def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:

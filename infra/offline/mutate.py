@@ -3,9 +3,12 @@
 Every edit rewrites source text in place at positions found with ``ast`` and ``tokenize``, so
 comments and formatting survive and the head and tail of the program stay byte-identical. An
 edit whose result does not compile (when the parent did) is discarded and another is drawn.
-Most edits (~80%) perturb a numeric literal; the rest swap two adjacent independent
-statements, flip an operator (``+``/``-``, ``<``/``<=``, ``min``/``max``) or duplicate an
-augmented assignment with a perturbed copy. Numbers inside ``knob(...)`` declarations belong to
+Most edits (~75%) perturb a numeric literal; the rest swap two adjacent independent
+statements, flip an operator (``+``/``-``, ``<``/``<=``, ``min``/``max``), duplicate an
+augmented assignment with a perturbed copy, or change a choice made without numbers (a string
+option, a boolean, the order of a list: ``choices.py``), so a block without numeric literals
+still has something to change. A block that is not Python (or does not parse) gets the edits
+that work on text: literals, string options and booleans. Numbers inside ``knob(...)`` declarations belong to
 Optuna and ``n_jobs=`` values to the task, so neither is ever perturbed. When the block builds a
 scikit-learn pipeline with ``make_pipeline(...)`` and declares knobs, every mutation is a
 structural move of the pipeline instead (see ``ml_moves``): its numbers are Optuna's.
@@ -21,17 +24,17 @@ import random
 import re
 import tokenize
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from evoforge.infra.evolve_block import EditError, split_program
+from evoforge.infra.offline.choices import edit_boolean, edit_choice, edit_reorder, flip_one
 from evoforge.infra.offline.ml_moves import builds_pipeline, ml_move
 from evoforge.infra.offline.mutation import Mutation
-from evoforge.infra.offline.source import Number, ProgramView, char_col, replace_span
+from evoforge.infra.offline.source import KNOB_FUNCTION, Number, ProgramView, char_col, replace_span
 
-_KNOB_FUNCTION = "knob"  # the call that declares a tunable value (stages/param_space.py)
-
-_KINDS = ("literal", "swap", "operator", "duplicate")
-_KIND_WEIGHTS = (0.80, 0.10, 0.05, 0.05)
+_KINDS = ("literal", "swap", "operator", "duplicate", "choice", "boolean", "reorder")
+_KIND_WEIGHTS = (0.75, 0.08, 0.04, 0.04, 0.04, 0.03, 0.02)
+_TEXT_KINDS = ("literal", "choice", "boolean")  # the edits that need no parse
 _MORE_EDITS_P = 0.35  # chance of each further edit after the first
 # a program whose numbers are knobs has only structure left to change: the other edits could only
 # reorder its statements (measured: 2 of 3 digits children were a swap of two knob declarations)
@@ -90,10 +93,7 @@ def _pipeline_move(code: str, rng: random.Random, p: float) -> Mutation | None:
 def _one_edit(code: str, rng: random.Random) -> tuple[str, str] | None:
     """One edit of a kind drawn by weight, falling back to the other kinds when it has no site."""
     view = ProgramView.of(code)
-    first = rng.choices(_KINDS, weights=_KIND_WEIGHTS)[0]
-    for kind in (first, *(k for k in _KINDS if k != first)):
-        if view.tree is None and kind != "literal":
-            continue
+    for kind in _kinds_in_draw_order(rng, _KINDS if view.tree is not None else _TEXT_KINDS):
         for _ in range(3):
             result = _EDITORS[kind](view, rng)
             if result is None:
@@ -101,6 +101,15 @@ def _one_edit(code: str, rng: random.Random) -> tuple[str, str] | None:
             if view.tree is None or _compiles(result[0]):
                 return result
     return None
+
+
+def _kinds_in_draw_order(rng: random.Random, kinds: tuple[str, ...]) -> Iterator[str]:
+    """The edit kinds, each drawn by weight from those not yet tried (drawn lazily)."""
+    left = list(kinds)
+    while left:
+        kind = rng.choices(left, weights=[_KIND_WEIGHTS[_KINDS.index(k)] for k in left])[0]
+        left.remove(kind)
+        yield kind
 
 
 def _edit_literal(view: ProgramView, rng: random.Random) -> tuple[str, str] | None:
@@ -155,11 +164,7 @@ def _edit_operator(view: ProgramView, rng: random.Random) -> tuple[str, str] | N
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("min", "max"):
             col = char_col(view.lines[node.func.lineno - 1], node.func.col_offset)
             sites.append((node.func.lineno, col, col + 3, node.func.id))
-    if not sites:
-        return None
-    row, col, end_col, old = rng.choice(sites)
-    new = _FLIPS[old]
-    return replace_span(view.lines, row, col, end_col, new), f"flipped {old} -> {new} (line {row})"
+    return flip_one(view, sites, _FLIPS, rng)
 
 
 def _edit_duplicate(view: ProgramView, rng: random.Random) -> tuple[str, str] | None:
@@ -196,6 +201,9 @@ _EDITORS: dict[str, Callable[[ProgramView, random.Random], tuple[str, str] | Non
     "swap": _edit_swap,
     "operator": _edit_operator,
     "duplicate": _edit_duplicate,
+    "choice": edit_choice,
+    "boolean": edit_boolean,
+    "reorder": edit_reorder,
 }
 
 
@@ -249,7 +257,7 @@ def _owned_numbers(tokens: list[tokenize.TokenInfo]) -> set[tuple[int, int]]:
                 depth -= 1
             elif tok.type == tokenize.NUMBER:
                 owned.add(tok.start)
-        elif is_op and tok.string == "(" and recent[1] == _KNOB_FUNCTION:
+        elif is_op and tok.string == "(" and recent[1] == KNOB_FUNCTION:
             depth = 1
         elif tok.type == tokenize.NUMBER and recent == ("n_jobs", "="):
             owned.add(tok.start)
@@ -260,7 +268,7 @@ def _owned_numbers(tokens: list[tokenize.TokenInfo]) -> set[tuple[int, int]]:
 
 def _declares_knob(node: ast.AST) -> bool:
     return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == _KNOB_FUNCTION
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == KNOB_FUNCTION
         for n in ast.walk(node)
     )
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
 from evoforge.stages.pool import Pool
-from evoforge.stages.sample.base import ParentSampler, make_sampler
+from evoforge.stages.sample.base import ParentSampler, SamplerBase, make_sampler
+
+SAMPLER_STATE_META = "sampler_state"  # the state a session closed with (meta of the node database)
 
 
 def replay(sampler: ParentSampler, nodes: list[Node], pool: Pool) -> ParentSampler:
@@ -25,3 +29,9 @@ def replay(sampler: ParentSampler, nodes: list[Node], pool: Pool) -> ParentSampl
 def rebuild_sampler(cfg: SearchConfig, nodes: list[Node], pool: Pool) -> ParentSampler:
     """A new sampler of the configured policy with the run's history replayed into it."""
     return replay(make_sampler(cfg), nodes, pool)
+
+
+def sampler_state(sampler: ParentSampler) -> dict[str, Any] | None:
+    """The sampler's state as plain data, to compare with a rebuild; None for a sampler that
+    keeps none of the shared base's."""
+    return sampler.get_state() if isinstance(sampler, SamplerBase) else None

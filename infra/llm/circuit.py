@@ -1,0 +1,263 @@
+"""The circuit breaker of an LLM endpoint: while the endpoint is down the run waits, instead of
+failing node after node, and asks again every few seconds until it answers or the run gives up.
+
+A circuit is **closed** while the endpoint answers. It **opens** after `failures` failed attempts
+in a row (429, 5xx, timeouts, refused connections), or when a call has spent its retries and no
+request sent since its first failure was answered. While open, calls wait before sending
+anything, and a prober sends a tiny chat request every `probe_s` (**half-open** while it is out):
+an answer closes the circuit and the waiting calls go on; an outage longer than `give_up_s` ends
+every waiting call with `LLMOutage`, which stops the run (resumable) instead of failing a node.
+`Breakers` sees a run's circuits together: the run is paused while every one of them is open.
+
+>>> import asyncio
+>>> async def down() -> str | None:
+...     return "APIConnectionError"
+>>> async def demo() -> tuple[str, int]:
+...     circuit = Circuit("http://llm/v1", down, failures=2, probe_s=0.01, give_up_s=0.05)
+...     circuit.failure("APIConnectionError")
+...     circuit.failure("APIConnectionError")
+...     try:
+...         await circuit.wait_closed()
+...     except LLMOutage:
+...         pass
+...     await circuit.close()
+...     return circuit.state, circuit.opened
+>>> asyncio.run(demo())
+('open', 1)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+log = logging.getLogger("evoforge.llm.circuit")
+
+CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+
+Probe = Callable[[], Awaitable[str | None]]  # None: the endpoint answered; else why it did not
+
+
+class LLMOutage(RuntimeError):
+    """An LLM endpoint stayed down past `llm.circuit.give_up_s`: the run stops and can be resumed.
+
+    Not an LLMError on purpose: no stage records it on a node (the server was down, not the
+    candidate wrong); the engine sends it down its fatal path."""
+
+
+class EndpointDown(Exception):  # noqa: N818 - a signal between two backends, not an error
+    """This endpoint's circuit is open and the caller asked not to wait (a router: it has others)."""
+
+
+class _Signal:
+    """Wakes every coroutine waiting on it; each waiter's future lives on its own running loop."""
+
+    def __init__(self) -> None:
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    async def wait(self, limit_s: float | None) -> None:
+        """Return when notified or after `limit_s` seconds, whichever comes first."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.add(future)
+        try:
+            await asyncio.wait({future}, timeout=limit_s)
+        finally:
+            self._waiters.discard(future)
+
+    def notify(self) -> None:
+        for future in self._waiters:
+            if not future.done():
+                future.set_result(None)
+
+
+class Circuit:
+    """The breaker of one endpoint: closed, open (calls wait, a prober asks) or half-open."""
+
+    def __init__(self, name: str, probe: Probe, failures: int = 5, probe_s: float = 5.0,
+                 give_up_s: float = 600.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.name, self.failures, self.probe_s, self.give_up_s = name, failures, probe_s, give_up_s
+        self.state = CLOSED
+        self.opened = 0  # times this circuit opened
+        self.probes = 0  # probes sent while open
+        self.down_s = 0.0  # seconds open, over the outages that ended
+        self.last_error = ""
+        self.gave_up = False
+        self._probe, self._clock = probe, clock
+        self._streak = 0  # failed attempts since the last answer
+        self._opened_at = 0.0
+        self._answered_sent_at = float("-inf")  # when the latest answered request was sent
+        self._changed = _Signal()
+        self._listeners: list[Callable[[], None]] = []
+        self._prober: asyncio.Task[None] | None = None
+
+    # --- what the calls report ---------------------------------------------------------------
+    def answered(self, sent_at: float) -> None:
+        """A request sent at `sent_at` (this circuit's clock) got an answer, good or bad."""
+        self._answered_sent_at = max(self._answered_sent_at, sent_at)
+        self._streak = 0
+        if self.state != CLOSED and sent_at >= self._opened_at:  # sent while open: the probe
+            self._close()
+        self._changed.notify()
+
+    def failure(self, reason: str) -> None:
+        """An attempt got no answer (`reason`: why); `failures` of them in a row open the circuit."""
+        self.last_error = reason
+        self._streak += 1
+        if self.state == CLOSED and self._streak >= self.failures:
+            self._open(f"{self._streak} failed attempts in a row")
+        self._changed.notify()
+
+    def trip(self, reason: str) -> None:
+        """Open the circuit now: a call spent its retries and nobody got an answer meanwhile."""
+        self.last_error = reason
+        if self.state == CLOSED:
+            self._open("a call spent its retries and no other request was answered")
+        self._changed.notify()
+
+    def now(self) -> float:
+        return self._clock()
+
+    # --- what the calls wait for -------------------------------------------------------------
+    async def wait_closed(self) -> float:
+        """Return once the circuit is closed (at once when it is); the seconds waited. Raises
+        LLMOutage when the outage outlasts `give_up_s`."""
+        if self.state == CLOSED:
+            return 0.0
+        started = self._clock()
+        while self.state != CLOSED:
+            remaining = self._opened_at + self.give_up_s - self._clock()
+            if self.gave_up or remaining <= 0:
+                if not self.gave_up:
+                    log.error("LLM endpoint %s down for %.0f s: giving up (llm.circuit.give_up_s)",
+                              self.name, self.give_up_s)
+                self.gave_up = True
+                raise LLMOutage(self.outage_message())
+            await self._changed.wait(remaining)
+        return self._clock() - started
+
+    async def answered_since(self, sent_at: float, within: float) -> bool:
+        """True once a request sent at or after `sent_at` is answered; False when the circuit
+        opens first or `within` seconds pass without one."""
+        deadline = self._clock() + within
+        while self._answered_sent_at < sent_at:
+            remaining = deadline - self._clock()
+            if self.state != CLOSED or remaining <= 0:
+                return False
+            await self._changed.wait(remaining)
+        return True
+
+    def outage_message(self) -> str:
+        """The one line a user reads when the run gives up on this endpoint."""
+        return (f"the LLM server at {self.name} has not answered for {self.give_up_s:g} s "
+                f"(llm.circuit.give_up_s; last error: {self.last_error or 'none'}); the run stopped "
+                f"with its folder intact: run the same `evoforge run` again to resume it")
+
+    # --- state changes -----------------------------------------------------------------------
+    def listen(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (on the event loop) whenever the circuit opens or closes."""
+        self._listeners.append(callback)
+
+    def _open(self, why: str) -> None:
+        self.state, self.opened, self._opened_at = OPEN, self.opened + 1, self._clock()
+        log.warning("LLM endpoint %s looks down (%s; last error: %s): new LLM calls wait, probing "
+                    "every %g s, giving up after %g s", self.name, why, self.last_error,
+                    self.probe_s, self.give_up_s)
+        self._prober = asyncio.get_running_loop().create_task(self._probe_until_closed())
+        self._tell()
+
+    def _close(self) -> None:
+        outage = self._clock() - self._opened_at
+        self.state, self.down_s = CLOSED, self.down_s + outage
+        log.warning("LLM endpoint %s answers again after %.1f s down (%d probes): resuming",
+                    self.name, outage, self.probes)
+        self._tell()
+
+    def _tell(self) -> None:
+        for callback in self._listeners:
+            callback()
+
+    async def _probe_until_closed(self) -> None:
+        """Every `probe_s` while open: one probe (half-open while it is out)."""
+        while self.state != CLOSED:
+            await asyncio.sleep(self.probe_s)
+            if self.state == CLOSED:  # a call that was in flight when the circuit opened answered
+                return
+            self.state, self.probes = HALF_OPEN, self.probes + 1
+            sent = self._clock()
+            try:
+                error = await self._probe()
+            except Exception as exc:  # noqa: BLE001 - a probe that raised counts as unanswered
+                log.exception("probe of LLM endpoint %s raised", self.name)
+                error = f"the probe raised {type(exc).__name__}"
+            if error is None:
+                self.answered(sent)
+            else:
+                self.state, self.last_error = OPEN, error
+                self._changed.notify()
+
+    async def close(self) -> None:
+        """Stop probing (the run is over)."""
+        if self._prober is not None and not self._prober.done():
+            self._prober.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._prober
+        self._prober = None
+
+    def outage_s(self) -> float:
+        """Seconds the current outage has lasted (0 while closed)."""
+        return 0.0 if self.state == CLOSED else self._clock() - self._opened_at
+
+
+class Breakers:
+    """A run's circuits seen together: the run is paused while every endpoint's circuit is open
+    (with several endpoints, calls go to the ones that answer)."""
+
+    def __init__(self, circuits: Sequence[Circuit] = ()) -> None:
+        self.circuits = list(circuits)
+        self.pauses = 0  # times the run paused
+        self._paused_since: float | None = None
+        self._paused_s = 0.0
+        self._listeners: list[Callable[[], None]] = []
+        for circuit in self.circuits:
+            circuit.listen(self._changed)
+
+    @property
+    def paused(self) -> bool:
+        """True while no endpoint is closed: no new LLM work may start."""
+        return bool(self.circuits) and all(c.state != CLOSED for c in self.circuits)
+
+    def listen(self, callback: Callable[[], None]) -> None:
+        """Call `callback` whenever a circuit opens or closes."""
+        self._listeners.append(callback)
+
+    def _changed(self) -> None:
+        now = time.monotonic()
+        if self.paused and self._paused_since is None:
+            self.pauses, self._paused_since = self.pauses + 1, now
+        elif not self.paused and self._paused_since is not None:
+            self._paused_s += now - self._paused_since
+            self._paused_since = None
+        for callback in self._listeners:
+            callback()
+
+    def paused_s(self) -> float:
+        """Seconds the run has been paused, the current pause included."""
+        ongoing = time.monotonic() - self._paused_since if self._paused_since is not None else 0.0
+        return self._paused_s + ongoing
+
+    def gauges(self) -> dict[str, Any]:
+        """What status.json shows: the circuit state(s), pauses, seconds paused, the last error."""
+        if not self.circuits:
+            return {}
+        states = [c.state for c in self.circuits]
+        state = states[0] if len(set(states)) == 1 else \
+            f"{sum(s != CLOSED for s in states)} of {len(states)} open"
+        return {"llm_circuit": state, "llm_paused": self.paused, "llm_pauses": self.pauses,
+                "llm_paused_s": round(self.paused_s(), 3),
+                "llm_circuit_opened": sum(c.opened for c in self.circuits),
+                "llm_probes": sum(c.probes for c in self.circuits),
+                "llm_last_error": next((c.last_error for c in self.circuits if c.last_error), "")}

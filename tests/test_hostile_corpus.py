@@ -1,0 +1,133 @@
+"""Every hostile program of the corpus is contained, recorded with its reason, and harms nothing.
+
+The corpus (tests/hostile_corpus.py) runs through the real sandbox, as a candidate of a small
+task. Beyond each verdict, the host is checked: no file planted outside the candidate's
+directory (in a world-writable folder, so only the read-only mounts stop it), no connection
+reached the test's server, the secret in this process's environment never shows, this process
+is alive, and no process the candidate started is left once its evaluation has ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from evoforge.evaluators.evaluation import EvalOutcome, evaluate_program
+from evoforge.evaluators.isolation import availability
+from evoforge.evaluators.sandbox import SandboxLimits, describe_isolation
+from evoforge.evaluators.task import Task, load_task
+from tests.helpers import RUN_EVALUATOR
+from tests.hostile_corpus import CORPUS, SECRET, Hostile, harms, program_text, verdict_problems
+
+EVALUATOR = RUN_EVALUATOR
+LIMITS = SandboxLimits(timeout_s=8.0, memory_mb=768, max_procs=32, max_file_mb=64)
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory: pytest.TempPathFactory) -> Task:
+    root = tmp_path_factory.mktemp("hostile") / "task"
+    root.mkdir()
+    (root / "evaluator.py").write_text(EVALUATOR)
+    (root / "initial_program.py").write_text(
+        "# EVOLVE-BLOCK-START\ndef run():\n    return {'combined_score': 1.0}\n# EVOLVE-BLOCK-END\n")
+    return load_task(root)
+
+
+class _Listener:
+    """A local TCP server standing for the LLM server; counts the connections it accepted."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+
+@pytest.fixture(scope="module")
+def listener() -> Iterator[_Listener]:
+    server = _Listener()
+    yield server
+    server.sock.close()
+
+
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A world-writable folder outside the candidate's directory."""
+    path = Path("/tmp") / f"evoforge-hostile-outside-{uuid.uuid4().hex[:8]}"
+    path.mkdir()
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _evaluate(task: Task, code: str) -> EvalOutcome:
+    return asyncio.run(evaluate_program(task, code, limits=LIMITS))
+
+
+@pytest.mark.parametrize("hostile", CORPUS, ids=[h.name for h in CORPUS])
+def test_hostile_program_is_contained(hostile: Hostile, task: Task, listener: _Listener,
+                                      outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not availability().isolated:
+        pytest.skip(f"isolation unavailable here: {availability().reason}")
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    marker = f"hostile-{uuid.uuid4().hex[:10]}"
+    accepted_before = listener.accepted
+
+    outcome = _evaluate(task, program_text(hostile, outside, listener.port, marker))
+
+    assert verdict_problems(hostile, outcome.ok, outcome.score, outcome.error) == []
+    seen = outcome.stdout_tail + outcome.stderr_tail + (outcome.error or "") + repr(outcome.artifacts)
+    assert harms(outside, marker, listener.accepted - accepted_before, seen) == []
+    harmless = Hostile("ok", 'return {"combined_score": 2.0}', "harmless")
+    assert _evaluate(task, program_text(harmless, outside, listener.port, marker)).score == 2.0
+
+
+def test_status_names_the_isolation_in_use() -> None:
+    described = describe_isolation()
+    if availability().isolated:
+        assert described["network"] == "denied (own network namespace)"
+        assert described["user"].startswith("dedicated uid 57000-57127")
+    else:
+        assert described["network"] == "allowed"
+        assert availability().reason in described["user"]
+    assert described["process_limit"] in ("cgroup-pids", "rlimit-nproc", "none")
+
+
+def test_an_exposed_path_is_readable_and_the_rest_of_its_closed_folder_is_not(task: Task) -> None:
+    if not availability().isolated:
+        pytest.skip(f"isolation unavailable here: {availability().reason}")
+    closed = Path("/tmp") / f"evoforge-closed-{uuid.uuid4().hex[:8]}"
+    (closed / "toolchain").mkdir(parents=True)
+    closed.chmod(0o700)
+    (closed / "toolchain" / "version.txt").write_text("1.2.3")
+    (closed / "credentials").write_text(SECRET)
+    body = (f"tool = open('{closed}/toolchain/version.txt').read()\n"
+            f"try:\n    open('{closed}/credentials').read()\n    leaked = 1.0\n"
+            f"except OSError:\n    leaked = 0.0\n"
+            "return {'combined_score': float(tool == '1.2.3') - leaked}")
+    code = program_text(Hostile("expose", body, "harmless"), closed, 0, "none")
+    try:
+        limits = replace(LIMITS, expose=(str(closed / "toolchain"),))
+        exposed = asyncio.run(evaluate_program(task, code, limits=limits))
+        hidden = _evaluate(task, code)
+    finally:
+        shutil.rmtree(closed)
+    assert exposed.score == 1.0, exposed.error
+    assert not hidden.ok and "Permission denied" in (hidden.error or ""), hidden.error

@@ -1,0 +1,122 @@
+"""A whole `evoforge run` whose LLM proposes every hostile program survives, with each recorded.
+
+The LLM here is a minimal OpenAI-compatible HTTP server of this test (no LLM can run here) that
+answers every research request with the next program of the hostile corpus, as a full rewrite.
+The run process holds OPENAI_API_KEY the way a user's does. Afterwards the run has finished its
+budget, every corpus program was evaluated and recorded with its verdict and reason, and the
+host shows no harm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from evoforge.evaluators.isolation import availability
+from evoforge.infra.nodes import EVALUATED
+from evoforge.infra.nodestore import NodeStore
+from tests.helpers import RUN_EVALUATOR
+from tests.hostile_corpus import CORPUS, SECRET, harms, program_text, verdict_problems
+
+EVALUATOR = RUN_EVALUATOR
+TASK_YAML = "timeout_s: 5\n"
+CONFIG = """
+sandbox: {memory_mb: 768, max_procs: 32}
+engine: {workers: {research: 2, engineer: 2}}
+guard: {repair_attempts: 0}
+"""
+
+
+class _HostileLLM(ThreadingHTTPServer):
+    """Answers /v1/models and /v1/chat/completions; each completion is the next program."""
+
+    def __init__(self, programs: list[str]) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.programs, self.served, self.lock = programs, 0, threading.Lock()
+
+    def answer(self, request: dict) -> str:
+        """The next program for a research request; a plain remark for any other request."""
+        if "## How to answer" not in json.dumps(request.get("messages", [])):
+            return "Nothing to add."
+        with self.lock:
+            program = self.programs[self.served % len(self.programs)]
+            self.served += 1
+        return f"Try this.\n```python\n{program}```\n"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        return None
+
+    def _send(self, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self._send({"object": "list", "data": [{"id": "hostile", "object": "model"}]})
+
+    def do_POST(self) -> None:  # noqa: N802
+        request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        text = self.server.answer(request)  # type: ignore[attr-defined]
+        self._send({"id": "x", "object": "chat.completion", "created": 0, "model": "hostile",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}})
+
+
+def test_a_run_survives_every_hostile_candidate(tmp_path: Path) -> None:
+    if not availability().isolated:
+        pytest.skip(f"isolation unavailable here: {availability().reason}")
+    marker = f"hostile-{uuid.uuid4().hex[:10]}"
+    outside = Path("/tmp") / f"evoforge-hostile-outside-{marker}"
+    outside.mkdir()
+    outside.chmod(0o777)
+    task = tmp_path / "hostile_task"
+    task.mkdir()
+    (task / "evaluator.py").write_text(EVALUATOR)
+    (task / "task.yaml").write_text(TASK_YAML)
+    (task / "initial_program.py").write_text(
+        "import os, sys\n# EVOLVE-BLOCK-START\ndef run():\n    return {'combined_score': 0.5}\n"
+        "# EVOLVE-BLOCK-END\n")
+    (tmp_path / "config.yaml").write_text(CONFIG)
+    listener = _HostileLLM([])  # also the local server the socket candidate tries to reach
+    programs = [program_text(h, outside, listener.server_address[1], marker) for h in CORPUS]
+    listener.programs = programs
+    threading.Thread(target=listener.serve_forever, daemon=True).start()
+    env = {**os.environ, "OPENAI_API_KEY": SECRET}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "evoforge.flows.cli", "run", str(task),
+             "--workspace", str(tmp_path / "ws"),
+             "--config", str(tmp_path / "config.yaml"), "--max-evals", str(len(CORPUS) + 1),
+             "--llm-base-url", f"http://127.0.0.1:{listener.server_address[1]}/v1",
+             "--llm-model", "hostile",
+             "--quiet"],
+            capture_output=True, text=True, env=env, timeout=600)
+    finally:
+        listener.shutdown()
+    assert done.returncode == 0, done.stderr[-2000:]
+    with NodeStore(tmp_path / "ws" / "hostile_task" / "nodes.duckdb", read_only=True) as store:
+        nodes = {n.code: n for n in store.all()}
+    problems = {}
+    for hostile, program in zip(CORPUS, programs, strict=True):
+        node = nodes.get(program)
+        assert node is not None, f"{hostile.name} was never evaluated"
+        ok = node.status == EVALUATED
+        problems[hostile.name] = verdict_problems(hostile, ok, node.score_full, node.error)
+    assert problems == {h.name: [] for h in CORPUS}
+    assert listener.served >= len(CORPUS)
+    assert harms(outside, marker, 0, done.stdout + done.stderr) == []
+    outside.rmdir()  # empty: nothing was planted
