@@ -1,8 +1,9 @@
 """Hostile candidates with and without the sandbox's isolation: how many are contained.
 
-Runs every program of the test corpus (tests/hostile_corpus.py) through the real sandbox,
-once with ``isolate`` on (a dedicated uid, no network, read-only filesystem) and once with it
-off (rlimits, scrubbed environment, own process group, pids cgroup only). Each evaluation runs
+Runs every program of the test corpus (tests/hostile_corpus.py) through the real sandbox with
+``isolate`` on (a dedicated uid, no network, read-only filesystem), cold (a fresh Python) and
+warm (forked from the task's fork server), and with it off (rlimits, scrubbed environment, own
+process group, pids cgroup only; warm). Each evaluation runs
 in a child process of this script, holding a secret in its environment the way the run
 process holds OPENAI_API_KEY, so that a candidate that kills its parent or the run process
 kills that child, not the benchmark. A program is *contained* when its verdict is the expected
@@ -41,7 +42,7 @@ def _one(args: argparse.Namespace) -> None:
     from evoforge.evaluators.task import load_task
 
     limits = SandboxLimits(timeout_s=8.0, memory_mb=768, max_procs=32, max_file_mb=64,
-                           isolate=args.isolate == "on")
+                           isolate=args.isolate != "off", warm=args.isolate != "cold")
     outcome = asyncio.run(evaluate_program(load_task(Path(args.task)), Path(args.program).read_text(),
                                            limits=limits))
     print(json.dumps({"ok": outcome.ok, "score": outcome.score, "error": outcome.error,
@@ -104,17 +105,18 @@ def main() -> None:
     (task / "initial_program.py").write_text(
         "# EVOLVE-BLOCK-START\ndef run():\n    return {}\n# EVOLVE-BLOCK-END\n")
     listener = _Listener()
-    contained = {"on": 0, "off": 0}
-    print("| program | isolation on | isolation off |\n|---|---|---|")
+    settings = ("cold", "warm", "off")
+    contained = dict.fromkeys(settings, 0)
+    print("| program | isolation on, cold | isolation on, warm | isolation off |\n|---|---|---|---|")
     for hostile in CORPUS:
         cells = []
-        for isolate in ("on", "off"):
+        for isolate in settings:
             problems = _trial(hostile, isolate, task, listener, scratch)
             contained[isolate] += not problems
             cells.append("contained" if not problems else "; ".join(problems)[:120])
-        print(f"| {hostile.name} | {cells[0]} | {cells[1]} |", flush=True)
+        print(f"| {hostile.name} | {' | '.join(cells)} |", flush=True)
     total = len(CORPUS)
-    print(f"| **contained** | **{contained['on']}/{total}** | **{contained['off']}/{total}** |")
+    print("| **contained** | " + " | ".join(f"**{contained[s]}/{total}**" for s in settings) + " |")
     shutil.rmtree(scratch, ignore_errors=True)
 
 

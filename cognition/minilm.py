@@ -7,6 +7,7 @@ it is loaded once per process, on the first embed, strictly from local files.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -19,10 +20,11 @@ from evoforge.cognition.errors import CognitionError
 MODEL_NAME = "all-MiniLM-L6-v2"
 INSTALL_HINT = "pip install 'evoforge[embed]'"
 _BATCH = 64
+_CACHE_TEXTS = 4096  # texts whose embedding an embedder keeps (384 floats each: ~6 MB)
 _models: dict[str, Any] = {}  # model folder -> loaded SentenceTransformer, one per process
 _loading = threading.Lock()
-# one encode at a time (research workers search from threads): torch already spreads one encode over
-# the cores, and HF fast tokenizers make no promise about use from several threads at once
+# one encode at a time (research workers search from threads): HF fast tokenizers make no promise
+# about use from several threads at once
 _encoding = threading.Lock()
 
 
@@ -47,8 +49,15 @@ def _load(folder: Path) -> Any:
         key = str(folder.resolve())
         if key not in _models:
             # torch and sentence-transformers take seconds to import: only when a text is embedded
+            import torch
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as transformers_logging
+
+            # one thread: the orchestrator embeds a query or a lesson at a time, and for such short
+            # inputs torch's intra-op threads mostly spin-wait (measured alone on 2 busy cores: 279 ms
+            # of CPU per single-text encode with 2 threads, 28 ms with 1; in a run, start-up CPU fell
+            # by ~6 s, bench/profile_orchestrator.py), CPU the evaluations need
+            torch.set_num_threads(1)
 
             if not (folder / "config.json").is_file():
                 raise CognitionError(f"embedding model folder {folder} has no config.json")
@@ -72,6 +81,8 @@ class MiniLMEmbedder(Embedder):
         label = MODEL_NAME if model_path is None else self._folder.name
         self.name = f"sentence-transformers:{label}"
         self._dim: int | None = 384 if model_path is None else None
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()  # oldest first
+        self._cache_lock = threading.Lock()
 
     @property
     def dim(self) -> int:
@@ -81,11 +92,22 @@ class MiniLMEmbedder(Embedder):
         return self._dim
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """Unit rows from the model (loaded on first use)."""
+        """Unit rows from the model (loaded on first use); a text embedded lately is not encoded
+        again (the learn query of a parent drawn again, ~18 ms of CPU each)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        model = _load(self._folder)
-        with _encoding:
-            rows = model.encode(texts, batch_size=_BATCH, convert_to_numpy=True, normalize_embeddings=True,
-                                show_progress_bar=False)
-        return unit_rows(rows)
+        with self._cache_lock:
+            known = {text: self._cache[text] for text in texts if text in self._cache}
+        missing = list(dict.fromkeys(text for text in texts if text not in known))
+        if missing:
+            model = _load(self._folder)
+            with _encoding:
+                rows = model.encode(missing, batch_size=_BATCH, convert_to_numpy=True,
+                                    normalize_embeddings=True, show_progress_bar=False)
+            fresh = dict(zip(missing, unit_rows(rows), strict=True))
+            known.update(fresh)
+            with self._cache_lock:
+                self._cache.update(fresh)
+                while len(self._cache) > _CACHE_TEXTS:
+                    self._cache.popitem(last=False)
+        return np.stack([known[text] for text in texts])

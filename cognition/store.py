@@ -134,8 +134,10 @@ class CognitionBase:
             query = query.where(where)
         return query.limit(limit).to_list()
 
-    def add(self, items: Iterable[CognitionItem]) -> list[CognitionItem]:
-        """Store the items whose text is new; returns those added, in order (duplicates skipped)."""
+    def add(self, items: Iterable[CognitionItem],
+            vectors: dict[str, np.ndarray] | None = None) -> list[CognitionItem]:
+        """Store the items whose text is new; returns those added, in order (duplicates skipped).
+        `vectors`: embeddings the caller already has, by item id (the rest are embedded here)."""
         fresh: dict[str, CognitionItem] = {}
         for item in items:
             fresh.setdefault(item.id, item)
@@ -146,7 +148,11 @@ class CognitionBase:
         if not fresh:
             return []
         new = list(fresh.values())
-        vectors = self._vectors([item.embedding_text() for item in new])
+        known = vectors or {}
+        if all(item.id in known for item in new):
+            vectors = np.stack([known[item.id] for item in new])
+        else:
+            vectors = self._vectors([item.embedding_text() for item in new])
         if self._table is None:
             self._create(vectors.shape[1])
         columns = {name: [getattr(item, name) for item in new] for name in _FIELDS}
@@ -163,14 +169,21 @@ class CognitionBase:
         if self._table.stats()["fragment_stats"]["num_fragments"] > _MAX_FRAGMENTS:
             self._table.optimize()
 
-    def add_if_novel(self, item: CognitionItem, max_similarity: float) -> CognitionItem | None:
-        """Add ``item`` unless a stored item of its task (or a task-less one) is at least this similar."""
-        vector = self._vectors([item.embedding_text()])[0]
+    def add_if_novel(self, item: CognitionItem, max_similarity: float,
+                     vector: np.ndarray | None = None) -> CognitionItem | None:
+        """Add ``item`` unless a stored item of its task (or a task-less one) is at least this
+        similar; ``vector``: its embedding, when the caller has it (it is embedded once either way)."""
+        if vector is None:
+            vector = self._vectors([item.embedding_text()])[0]
         nearest = self.search_vector(vector, k=1, task=item.task)
         if nearest and nearest[0][1] >= max_similarity:
             return None
-        added = self.add([item])
+        added = self.add([item], vectors={item.id: vector})
         return added[0] if added else None
+
+    def embed(self, items: list[CognitionItem]) -> np.ndarray:
+        """The items' embeddings in one call of this base's embedder (one row per item)."""
+        return self._vectors([item.embedding_text() for item in items])
 
     def search(
         self, query: str, k: int = 5, task: str | None = None, min_score: float | None = None

@@ -5,8 +5,9 @@ A case-based task's ``evaluator.py`` defines ``cases()`` (JSON-able ids, determi
 to the plain ``evaluate(program_path)``. Case ids are strings on this side. ``evaluate_cases``
 runs the harness once, which imports evaluator.py once and streams one result line per case;
 ``on_case`` sees each ``CaseResult`` as it arrives and may stop the run (False), which kills the
-child at once. The objective is the mean of the per-case objectives; other numeric metrics are
-averaged over the cases that report them. Per-case text artifacts are dropped, except those of
+child at once. The objective is the mean of the per-case objectives (``math.fsum``: the same
+whatever the order the cases ran in); other numeric metrics are averaged over the cases that
+report them. Per-case text artifacts are dropped, except those of
 a failing case. Example::
 
     order = await list_cases(task)
@@ -17,6 +18,7 @@ a failing case. Example::
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -187,7 +189,7 @@ class _CaseRun:
         scores = {r.case: r.score for r in done if r.score is not None}
         return CaseOutcome(
             ok=ok,
-            score=sum(scores.values()) / len(scores) if ok and scores else None,
+            score=math.fsum(scores.values()) / len(scores) if ok and scores else None,
             case_scores=scores,
             metrics=_mean_metrics([r.metrics for r in done]),
             artifacts=self.artifacts,
@@ -213,4 +215,4 @@ def _mean_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
     for row in rows:
         for key, value in row.items():
             sums.setdefault(key, []).append(value)
-    return {key: sum(values) / len(values) for key, values in sums.items()}
+    return {key: math.fsum(values) / len(values) for key, values in sums.items()}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import sys
@@ -33,11 +34,13 @@ from typing import Any
 from evoforge.evaluators.fitness import objective_score
 from evoforge.evaluators.sandbox import SandboxLimits, SandboxResult, run_sandboxed, scratch_dir
 from evoforge.evaluators.task import EVALUATOR, Task
+from evoforge.evaluators.warm import COMPAT_DIR, WARM, ServerGone
 
 HARNESS = Path(__file__).resolve().parent / "harness.py"
-COMPAT_DIR = Path(__file__).resolve().parent / "compat"
 SCORE_RULE = "score_rule"  # the artifact saying how a score not read from the objective was derived
 PARAMS_FILE = ".evoforge-params.json"  # the parameter values, handed to the harness (which deletes it)
+SANDBOX_RETRY = "sandbox_retry"  # the artifact saying a lost warm evaluation was made again
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -106,21 +109,46 @@ async def run_harness(
     """Run ``harness.py ARGS`` on ``code`` in a private copy of the task folder, then delete it.
 
     ``files`` are extra text files written into that copy; ``on_line`` streams the result pipe
-    (see ``run_sandboxed``).
+    (see ``run_sandboxed``). With ``limits.warm`` the child is forked from the task's fork
+    server (evaluators/warm.py); one that dies mid-run is replaced and the run made once more
+    on a fresh copy (unless a streamed line was already handed on), noted in ``retried``.
     """
     limits = limits or SandboxLimits(timeout_s=task.timeout_s)
+    delivered = [0]
+
+    def counted(line: dict) -> bool:
+        delivered[0] += 1
+        return on_line(line)  # type: ignore[misc]
+
+    hook = counted if on_line is not None else None
+    result = await _harness_once(task, code, args, limits, scratch_root, files, hook)
+    if result.lost is None or delivered[0]:
+        return result
+    WARM.note_retry()
+    log.warning("sandbox: %s; evaluating the candidate again on a new fork server", result.lost)
+    again = await _harness_once(task, code, args, limits, scratch_root, files, hook)
+    again.retried = f"{result.lost}; evaluated again on a new fork server"
+    return again
+
+
+async def _harness_once(task: Task, code: str, args: list[str], limits: SandboxLimits,
+                        scratch_root: Path | None, files: dict[str, str] | None,
+                        on_line: Callable[[dict], bool] | None) -> SandboxResult:
     workdir = Path(tempfile.mkdtemp(prefix="evoforge-eval-", dir=await scratch_dir(scratch_root, limits)))
     prepare = asyncio.ensure_future(asyncio.to_thread(_prepare, task, code, workdir, files or {}))
     try:
         await asyncio.shield(prepare)
-        argv = [
-            sys.executable,
-            str(HARNESS),
-            "--evaluator", str(workdir / EVALUATOR),
-            "--program", str(workdir / task.program_name),
-            *args,
-        ]
+        harness_args = ["--evaluator", str(workdir / EVALUATOR),
+                        "--program", str(workdir / task.program_name), *args]
         env = {"PYTHONPATH": f"{workdir}{os.pathsep}{COMPAT_DIR}", "PYTHONUNBUFFERED": "1"}
+        server = await WARM.server_for(task) if limits.warm else None
+        if server is not None:
+            try:
+                return await run_sandboxed(harness_args, workdir, limits, env=env, on_line=on_line,
+                                           launcher=server)
+            except ServerGone as exc:  # died between two evaluations: nothing of this one ran
+                log.warning("sandbox: %s; this evaluation runs cold", exc)
+        argv = [sys.executable, str(HARNESS), *harness_args]
         return await run_sandboxed(argv, workdir, limits, env=env, on_line=on_line)
     finally:
         if not prepare.done():  # cancelled mid-copy: let the copy finish, then delete it
@@ -200,7 +228,8 @@ def _outcome(result: SandboxResult, seconds: float) -> EvalOutcome:
         ok=False,
         score=None,
         metrics=numeric_metrics(payload.get("metrics")),
-        artifacts={str(k): str(v) for k, v in (payload.get("artifacts") or {}).items()},
+        artifacts={**{str(k): str(v) for k, v in (payload.get("artifacts") or {}).items()},
+                   **({SANDBOX_RETRY: result.retried} if result.retried else {})},
         error=None,
         seconds=seconds,
         cascade_stage=stage if isinstance(stage, int) else None,

@@ -150,13 +150,30 @@ def _cascade(module: Any, program: str, thresholds: list[float]) -> tuple[dict, 
     return metrics, artifacts, flags, stage
 
 
+_PRECOMPILED: dict[bytes, Any] = {}  # a fork server's evaluator.py, compiled once: source -> code
+
+
+def precompile(path: str) -> None:
+    """Compile ``path`` once, so that a child loading the same source skips the compile."""
+    with open(path, "rb") as handle:
+        source = handle.read()
+    _PRECOMPILED[source] = compile(source, path, "exec", dont_inherit=True)
+
+
 def _load_evaluator(path: str) -> Any:
     spec = importlib.util.spec_from_file_location("evaluator", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules["evaluator"] = module
-    spec.loader.exec_module(module)
+    code = None
+    if _PRECOMPILED:
+        with open(path, "rb") as handle:
+            code = _PRECOMPILED.get(handle.read())
+    if code is None:
+        spec.loader.exec_module(module)
+    else:  # the same source the fork server compiled (its tracebacks name the task's copy)
+        exec(code, module.__dict__)  # noqa: S102 - what exec_module would run, compiled already
     return module
 
 
@@ -316,10 +333,7 @@ def _cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Evaluate one program (or list or stream its cases) into the result pipe, then exit at once."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--evaluator", required=True)
     parser.add_argument("--program", required=True)
@@ -333,7 +347,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--list-cases", action="store_true")
     parser.add_argument("--cases-file")
     parser.add_argument("--function", help="run this quick-test function instead of evaluate()")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def warm_up() -> None:
+    """Do once what every run does first (argument parsing, JSON), so a fork server's children
+    inherit it done: the regular expressions and encoders these build on first use."""
+    _parser().parse_args(["--evaluator", "e.py", "--program", "p.py", "--stage", "full",
+                          "--thresholds", "0.5", "--data-fraction", "0.5"])
+    _split_result({"score": 1.0, "note": "text"})
+    json.dumps({"ok": True, "metrics": {"score": 1.0}, "artifacts": {}, "cpu_s": _cpu_seconds()}, default=str)
+    json.loads('{"a": [1, 2.5, "x"]}')
+    traceback.format_exception(ValueError("warm-up"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Evaluate one program (or list or stream its cases) into the result pipe, then exit at once."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    args = _parser().parse_args(argv)
     args.params = _export_settings(args)  # the host wrote them: a failure is evoforge's bug
     fd = int(os.environ.pop("EVOFORGE_RESULT_FD"))
     os.set_inheritable(fd, False)

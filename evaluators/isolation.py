@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -52,6 +53,7 @@ _MS = {"ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "nodirati
        "relatime": 1 << 21, "strictatime": 1 << 24}
 _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
 _SHM_OPTIONS = b"mode=1777,size=64m"
+_SCRATCH_TMPFS = b"mode=0711,size=25%"  # the private directories' tmpfs (a quarter of the RAM at most)
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 
 
@@ -81,6 +83,19 @@ class IsolationPlan:
     workdir: str
     mounts: tuple[_Mount, ...]
     covers: tuple[_Cover, ...]
+
+    def to_json(self) -> dict:
+        """The plan as JSON-able data, for a fork server to apply in its children."""
+        return {"uid": self.uid, "workdir": self.workdir,
+                "mounts": [[m.path, m.flags] for m in self.mounts],
+                "covers": [[c.directory, list(c.expose)] for c in self.covers]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> IsolationPlan:
+        """The plan ``to_json`` wrote."""
+        return cls(uid=int(data["uid"]), workdir=str(data["workdir"]),
+                   mounts=tuple(_Mount(str(p), int(f)) for p, f in data["mounts"]),
+                   covers=tuple(_Cover(str(d), tuple(map(str, e))) for d, e in data["covers"]))
 
     def apply_in_child(self) -> None:
         """Namespaces, read-only mounts, then the dedicated uid; raises IsolationError."""
@@ -240,18 +255,37 @@ class Availability:
 
 
 def scratch_root() -> Path:
-    """Where isolated children's private directories live: a root-owned, enterable directory."""
-    root = Path(tempfile.gettempdir()) / "evoforge-sandbox"
+    """Where isolated children's private directories live: a root-owned, enterable directory,
+    on a tmpfs as root (a disk's journal makes creating and deleting them cost milliseconds)."""
+    return _scratch_at(Path(tempfile.gettempdir()) / "evoforge-sandbox")
+
+
+@cache
+def _scratch_at(root: Path) -> Path:
     root.mkdir(mode=0o711, exist_ok=True)
+    if _LIBC is not None and os.geteuid() == 0:
+        with open(root.parent / ".evoforge-sandbox.lock", "a") as lock:  # one mount, whoever comes first
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not os.path.ismount(root):
+                try:
+                    _mount(b"tmpfs", str(root).encode(), b"tmpfs", _MS["nosuid"] | _MS["nodev"],
+                           _SCRATCH_TMPFS)
+                except IsolationError as exc:
+                    log.info("sandbox: private directories stay on %s's filesystem: %s", root, exc)
     return root
 
 
 def plan_for(workdir: Path, uid: int, expose: tuple[str, ...] = ()) -> IsolationPlan:
     """The isolation of one child in ``workdir`` running as ``uid``; ``expose``: more paths it
     may read where it could not enter (e.g. a toolchain under ``/root``)."""
+    return IsolationPlan(uid=uid, workdir=str(workdir), mounts=_mounts(), covers=_covers_for(expose))
+
+
+@cache
+def _covers_for(expose: tuple[str, ...]) -> tuple[_Cover, ...]:
+    """The covers of a child that may read ``expose`` too (found once per process: a hot path)."""
     extra = [Path(p).expanduser().resolve() for p in expose if Path(p).expanduser().exists()]
-    return IsolationPlan(uid=uid, workdir=str(workdir), mounts=_mounts(),
-                         covers=_covers(sorted(set(_needed_paths() + extra))))
+    return _covers(sorted(set(_needed_paths() + extra)))
 
 
 def hand_over(workdir: Path, uid: int) -> None:
@@ -262,25 +296,27 @@ def hand_over(workdir: Path, uid: int) -> None:
             os.chown(os.path.join(base, name), uid, uid, follow_symlinks=False)
 
 
-def uid_processes(uid: int) -> int:
-    """How many processes run as ``uid`` (those of a killed evaluation may take a moment to go)."""
-    count = 0
+def _pids_of(uid: int) -> Iterator[int]:
+    """The processes running as ``uid``, from one scan of /proc."""
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                count += entry.stat().st_uid == uid
-    return count
+                if entry.stat().st_uid == uid:
+                    yield int(entry.name)
+
+
+def uid_processes(uid: int) -> int:
+    """How many processes run as ``uid`` (those of a killed evaluation may take a moment to go)."""
+    return sum(1 for _ in _pids_of(uid))
 
 
 def kill_uid(uid: int) -> int:
     """SIGKILL every process of the dedicated ``uid`` (stragglers that left their group)."""
     killed = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if entry.stat().st_uid == uid:
-                    os.kill(int(entry.name), 9)
-                    killed += 1
+    for pid in _pids_of(uid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, 9)
+            killed += 1
     return killed
 
 

@@ -8,7 +8,9 @@ reach no network, write nowhere but its directory, and neither read nor signal o
 Its result travels on a dedicated pipe whose descriptor number is in ``EVOFORGE_RESULT_FD``;
 stdout and stderr are only kept as tails. The pipe is read either whole (one JSON object, the
 default) or as JSON lines handed to an ``on_line`` hook as they arrive; the hook returning False
-kills the run at once (``stopped=True``). Example::
+kills the run at once (``stopped=True``). A launcher (launch.py) starts the child: cold, fork
+and exec; warm, forked by the task's fork server (warm.py). Either way this module owns the
+cgroup, the uid and the kills. Example::
 
     result = await run_sandboxed([sys.executable, "-c", "print(1)"], workdir, SandboxLimits())
 """
@@ -17,31 +19,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import math
 import os
 import resource
 import signal
-import sys
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from evoforge.evaluators import isolation
 from evoforge.evaluators.cgroup_pids import PidsCgroup, pids_cgroup_parent, process_limit_mechanism
-from evoforge.evaluators.sandbox_io import ChildProtocol, ResultProtocol
+from evoforge.evaluators.launch import COLD, ChildSpec, Launcher, child_env
+from evoforge.evaluators.sandbox_io import ResultProtocol
 
-# LanceDB (the cognition base) warns at every fork; a sandbox child execs a fresh Python at once
-# and never touches LanceDB's runtime, so the warning says nothing about it
-warnings.filterwarnings("ignore", message="lancedb fork support is experimental", category=RuntimeWarning)
-
-# the child dies with the thread that started it (e.g. a Dask worker killed mid-evaluation),
-# instead of living on as an orphan that nobody times out: prctl(PR_SET_PDEATHSIG, SIGKILL)
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-_PR_SET_PDEATHSIG = 1
-_PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 _READER_GRACE_S = 2.0
 _SIGNAL_CAUSES = {
     "SIGSEGV": " (segmentation fault)",
@@ -65,6 +56,7 @@ class SandboxLimits:
     max_open_files: int = 512
     isolate: bool = True  # a dedicated uid, no network, read-only filesystem, where available
     expose: tuple[str, ...] = ()  # isolated: more paths it may read behind closed folders
+    warm: bool = True  # harness runs: forked from a fork server with the imports loaded (warm.py)
     output_bytes: int = 65536
 
     def cpu_seconds(self) -> int:
@@ -87,9 +79,13 @@ class SandboxResult:
     process_limit: str = "none"
     stopped: bool = False  # streaming: the line hook asked to stop, or a line was unreadable
     stream_error: str | None = None  # streaming: why the stream was unreadable
+    lost: str | None = None  # warm: the fork server died before it reported the child's exit
+    retried: str | None = None  # warm: a first run was lost, and this is the second (why)
 
     def describe_failure(self, note: str = "", missing: str = "a result") -> str | None:
         """A one-paragraph reason (``note`` follows it), or None after an exit 0 with a payload."""
+        if self.lost:
+            return f"the warm sandbox lost the evaluation: {self.lost}{note}" + self._stderr_hint()
         if self.timed_out:
             limit = self.limits.timeout_s if self.limits else self.seconds
             return f"timed out after {limit:.1f} s{note}" + self._stderr_hint()
@@ -113,23 +109,6 @@ class SandboxResult:
         return f"; last stderr line: {lines[-1][:300]}" if lines else ""
 
 
-def _child_env(workdir: Path, extra: dict[str, str] | None, result_fd: int) -> dict[str, str]:
-    env = {k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ}
-    env.setdefault("PATH", os.defpath)
-    env.update(
-        HOME=str(workdir),
-        TMPDIR=str(workdir),
-        PYTHONDONTWRITEBYTECODE="1",
-        PYTHONHASHSEED="0",
-        OMP_NUM_THREADS="1",
-        OPENBLAS_NUM_THREADS="1",
-        MKL_NUM_THREADS="1",
-    )
-    env.update(extra or {})
-    env["EVOFORGE_RESULT_FD"] = str(result_fd)
-    return env
-
-
 def _rlimits(limits: SandboxLimits, nproc: int | None) -> list[tuple[int, int, int]]:
     """(resource, soft, hard) triples, clamped to the hard limits we already have."""
     cpu = limits.cpu_seconds()
@@ -150,27 +129,6 @@ def _rlimits(limits: SandboxLimits, nproc: int | None) -> list[tuple[int, int, i
     return out
 
 
-def _make_preexec(rlimits: list[tuple[int, int, int]], procs_fd: int | None,
-                  plan: isolation.IsolationPlan | None) -> Callable[[], None]:
-    """The child-side hook run between fork and exec: join the cgroup, isolate (namespaces and
-    the dedicated uid), set rlimits, then die with the parent (set last: a uid change clears it)."""
-    parent = os.getpid()
-
-    def preexec() -> None:
-        if procs_fd is not None:
-            os.write(procs_fd, str(os.getpid()).encode())
-        if plan is not None:
-            plan.apply_in_child()
-        for res, soft, hard in rlimits:
-            resource.setrlimit(res, (soft, hard))
-        if _LIBC is not None:
-            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() != parent:  # the parent died before the line above: die now
-                os._exit(1)
-
-    return preexec
-
-
 def _kill_group(pgid: int, cgroup: PidsCgroup | None, own_uid: int | None) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
@@ -183,9 +141,17 @@ def _kill_group(pgid: int, cgroup: PidsCgroup | None, own_uid: int | None) -> No
 async def scratch_dir(default: Path | None, limits: SandboxLimits) -> Path | None:
     """Where a child's private directory goes: under the sandbox root when children are isolated
     (a place the dedicated uid can enter), else ``default``."""
-    if limits.isolate and (await asyncio.to_thread(isolation.availability)).isolated:
+    if await _isolated(limits):
         return isolation.scratch_root()
     return default
+
+
+async def _isolated(limits: SandboxLimits) -> bool:
+    """Whether this run's child is isolated (the first call probes, off the event loop)."""
+    if not limits.isolate:
+        return False
+    probed = isolation.availability.cache_info().currsize  # type: ignore[attr-defined]
+    return (isolation.availability() if probed else await asyncio.to_thread(isolation.availability)).isolated
 
 
 def describe_isolation(isolate: bool = True) -> dict[str, str]:
@@ -194,36 +160,61 @@ def describe_isolation(isolate: bool = True) -> dict[str, str]:
     return {**avail.describe(), "process_limit": process_limit_mechanism()}
 
 
+@dataclass
+class _Confinement:
+    """What confines one run beyond its rlimits: cgroup, RLIMIT_NPROC value, isolation, own uid."""
+
+    limits: SandboxLimits
+    cgroup: PidsCgroup | None
+    nproc: int | None
+    plan: isolation.IsolationPlan | None
+    own_uid: int | None
+
+    def kill(self, pgid: int) -> None:
+        _kill_group(pgid, self.cgroup, self.own_uid)
+
+    def mechanism(self) -> str:
+        effective = "cgroup-pids" if self.cgroup else ("rlimit-nproc" if self.nproc is not None else "none")
+        return effective + ("+uid" if self.plan is not None else "")
+
+
 async def run_sandboxed(
     argv: list[str],
     workdir: Path,
     limits: SandboxLimits,
     env: dict[str, str] | None = None,
     on_line: Callable[[dict], bool] | None = None,
+    launcher: Launcher | None = None,
 ) -> SandboxResult:
     """Run ``argv`` in ``workdir`` under ``limits`` and collect its result pipe and output tails.
 
     With ``on_line``, each JSON-object line of the result pipe is passed to it as it arrives (no
     ``payload``); returning False, or an unreadable line, kills the run at once. An exception
     raised by ``on_line`` also kills the run, and is re-raised once the child is gone.
+    ``launcher`` starts the child (default: fork and exec it, ``COLD``; the warm sandbox's fork
+    server takes harness arguments as ``argv``, evaluators/warm.py).
     """
-    loop = asyncio.get_running_loop()
+    launcher = launcher or COLD
     mechanism = process_limit_mechanism()
-    isolated = limits.isolate and (await asyncio.to_thread(isolation.availability)).isolated
+    isolated = await _isolated(limits)
     uid, own = isolation.UIDS.take() if isolated else (None, False)
-    own_uid = uid if own else None
     plan = None
     if uid is not None:
         plan = await asyncio.to_thread(_hand_over, Path(workdir), uid, limits.expose)
-    parent = pids_cgroup_parent() if mechanism == "cgroup-pids" else None
+    parent = pids_cgroup_parent() if mechanism == "cgroup-pids" and not launcher.makes_cgroup else None
     cgroup = PidsCgroup.create(parent, limits.max_procs) if parent is not None else None
-    nproc = None  # RLIMIT_NPROC counts all of a uid's processes: the ones already there come first
-    if uid is not None:  # the dedicated uid: only this child's, and any of a killed one still dying
+    # the pids cgroup caps and finds every process of the run; without one, RLIMIT_NPROC caps it
+    # and the dedicated uid finds them (RLIMIT_NPROC counts all of a uid's processes: those of a
+    # killed evaluation still dying come first; each count and kill is a scan of /proc)
+    nproc = None
+    cgrouped = cgroup is not None or launcher.makes_cgroup
+    if not cgrouped and uid is not None:
         nproc = isolation.uid_processes(uid) + limits.max_procs
-    elif mechanism == "rlimit-nproc":
+    elif not cgrouped and mechanism == "rlimit-nproc":
         nproc = isolation.uid_processes(os.getuid()) + limits.max_procs
+    confinement = _Confinement(limits, cgroup, nproc, plan, uid if own and not cgrouped else None)
     try:
-        return await _run(argv, workdir, limits, env, on_line, loop, cgroup, nproc, plan, own_uid)
+        return await _run(argv, Path(workdir), env, on_line, confinement, launcher)
     finally:
         if own:
             isolation.UIDS.give_back(uid)  # type: ignore[arg-type]
@@ -234,10 +225,11 @@ def _hand_over(workdir: Path, uid: int, expose: tuple[str, ...]) -> isolation.Is
     return isolation.plan_for(workdir, uid, expose)
 
 
-async def _run(argv: list[str], workdir: Path, limits: SandboxLimits, env: dict[str, str] | None,
-               on_line: Callable[[dict], bool] | None, loop: asyncio.AbstractEventLoop,
-               cgroup: PidsCgroup | None, nproc: int | None, plan: isolation.IsolationPlan | None,
-               own_uid: int | None) -> SandboxResult:
+async def _run(argv: list[str], workdir: Path, env: dict[str, str] | None,
+               on_line: Callable[[dict], bool] | None, confined: _Confinement,
+               launcher: Launcher) -> SandboxResult:
+    loop = asyncio.get_running_loop()
+    limits, cgroup = confined.limits, confined.cgroup
     read_fd, write_fd = os.pipe()
     procs_fd = cgroup.open_procs_fd() if cgroup else None
     result = ResultProtocol(on_line)
@@ -247,18 +239,11 @@ async def _run(argv: list[str], workdir: Path, limits: SandboxLimits, env: dict[
         result_transport, _ = await loop.connect_read_pipe(
             lambda: result, os.fdopen(read_fd, "rb", buffering=0)
         )
-        transport, child = await loop.subprocess_exec(
-            lambda: ChildProtocol(limits.output_bytes),
-            *argv,
-            cwd=str(workdir),
-            env=_child_env(Path(workdir), env, write_fd),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            pass_fds=(write_fd,),
-            start_new_session=True,
-            preexec_fn=_make_preexec(_rlimits(limits, nproc), procs_fd, plan),
-        )
+        spec = ChildSpec(argv, workdir, child_env(workdir, env), _rlimits(limits, confined.nproc),
+                         procs_fd, confined.plan, write_fd, limits.output_bytes, limits.max_procs)
+        child = await launcher.start(spec)
+        if child.cgroup is not None:
+            confined.cgroup = cgroup = child.cgroup
     except BaseException:
         if result_transport is not None:
             result_transport.close()
@@ -272,7 +257,6 @@ async def _run(argv: list[str], workdir: Path, limits: SandboxLimits, env: dict[
         if procs_fd is not None:
             os.close(procs_fd)
 
-    pid = transport.get_pid()
     timed_out = killed = False
     try:
         done, _ = await asyncio.wait(
@@ -281,35 +265,34 @@ async def _run(argv: list[str], workdir: Path, limits: SandboxLimits, env: dict[
         seconds = time.monotonic() - start
         if child.exited not in done:  # timed out, or the line hook asked to stop
             timed_out, killed = not done, True
-            _kill_group(pid, cgroup, own_uid)
+            confined.kill(child.pid)
             await asyncio.wait({child.exited}, timeout=_READER_GRACE_S)
-        _kill_group(pid, cgroup, own_uid)  # stragglers the child left behind
+        confined.kill(child.pid)  # stragglers the child left behind
         await asyncio.wait({child.closed, result.closed}, timeout=_READER_GRACE_S)
     finally:
-        _kill_group(pid, cgroup, own_uid)
-        transport.close()
+        confined.kill(child.pid)
+        child.close()
         result_transport.close()  # type: ignore[union-attr]
         if cgroup is not None:
             await asyncio.shield(asyncio.ensure_future(cgroup.destroy()))
 
     if result.hook_error is not None:
         raise result.hook_error
-    code = transport.get_returncode()
-    effective = "cgroup-pids" if cgroup else ("rlimit-nproc" if nproc is not None else "none")
-    if plan is not None:
-        effective += "+uid"
+    code = child.returncode()
+    stdout_tail, stderr_tail = child.tails()
     return SandboxResult(
         returncode=code,
         timed_out=timed_out,
         seconds=seconds,
-        stdout_tail=child.tails[1].text(),
-        stderr_tail=child.tails[2].text(),
+        stdout_tail=stdout_tail,
+        stderr_tail=stderr_tail,
         payload=result.payload(),
         signal_name=None if killed else _signal_name(code),
         limits=limits,
-        process_limit=effective,
+        process_limit=confined.mechanism(),
         stopped=result.stop.done(),
         stream_error=result.stream_error,
+        lost=child.lost,
     )
 
 

@@ -101,6 +101,8 @@ def status_text(status: dict[str, Any]) -> str:
         f"evaluations   {status['evaluations']} / {status.get('max_evals')}"
         f"  ({_counts(status, EVALUATION_COUNTS)})",
         f"not evaluated {rejected}  ({_counts(status, REJECTION_COUNTS)})",
+        f"repeats       {status.get('repeats', 0)}  (of the duplicates: served from earlier evaluations, "
+        "not evaluated)",
         f"best          {best if best is not None else '-'}  (node {status.get('best_node')}"
         f"{stage_note(status)})",
         f"rate          {status['candidates_per_min']} candidates/min over {status['wall_s']:.1f} s",
@@ -118,6 +120,15 @@ def status_text(status: dict[str, Any]) -> str:
     if sandbox:
         lines.append(f"sandbox       user: {sandbox['user']}; network: {sandbox['network']}; "
                      f"filesystem: {sandbox['filesystem']}; processes: {sandbox['process_limit']}")
+        if "warm" in sandbox:
+            servers = sandbox.get("fork_servers") or {}
+            counts = ""
+            if servers:
+                counts = (f" ({servers.get('started', 0)} fork servers started, "
+                          f"{servers.get('restarted_task_changed', 0)} restarts for changed task files, "
+                          f"{servers.get('restarted_crashed', 0)} after a crash, "
+                          f"{servers.get('retried_candidates', 0)} candidates evaluated again)")
+            lines.append(f"warm sandbox  {sandbox['warm']}{counts}")
     if status.get("stop_reason"):
         lines.append(f"stop reason   {status['stop_reason']}")
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from evoforge.evaluators.cases import list_cases
 from evoforge.evaluators.fitness import reported_error
 from evoforge.evaluators.sandbox import describe_isolation
 from evoforge.evaluators.task import TaskError
+from evoforge.evaluators.warm import WARM
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
 from evoforge.flows.engine import Engine
@@ -191,7 +192,8 @@ async def _run_session(session: Session, prepared: Prepared, artifacts: RunArtif
             "updated_at": time.time(), "max_evals": cfg.budget.max_evals,
             "stop_reason": budget.stop_reason(),
             "mlflow_run_id": session.tracker.parent_run_id if session.tracker else None,
-            "models": session.committer.models.as_dict(), "sandbox": sandbox_isolation,
+            "models": session.committer.models.as_dict(),
+            "sandbox": {**sandbox_isolation, **WARM.describe(cfg.sandbox.warm)},
             **engine.gauges(),
         })
         timeline.append(status, t=status["updated_at"])

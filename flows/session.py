@@ -12,6 +12,7 @@ from pathlib import Path
 from evoforge.cognition.store import CognitionBase
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task
+from evoforge.evaluators.warm import WARM
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.nodes import EVALUATED, PROPOSED, SPECULATIVE, Node, new_node_id
@@ -26,6 +27,7 @@ from evoforge.stages.history import NEW_BEST, PoolHistory
 from evoforge.stages.item import Item
 from evoforge.stages.model_usage import ModelUsageTable
 from evoforge.stages.pool import Pool
+from evoforge.stages.repeats import RepeatMemo
 from evoforge.stages.round_records import PLANS_META, PROMOTIONS_META
 from evoforge.stages.run_report import RunFacts, write_report
 from evoforge.stages.sample import rebuild_sampler
@@ -64,6 +66,7 @@ class Session:
                     if path.is_file():
                         self.tracker.log_file_on_parent(path, folder)
         finally:
+            WARM.close_all()  # the run's fork servers (a later run in this process starts its own)
             self.store.close()
             if self.tracker is not None:
                 self.tracker.close(status=status)
@@ -91,6 +94,7 @@ def _limits(task: Task, cfg: RunConfig) -> SandboxLimits:
         max_open_files=cfg.sandbox.max_open_files,
         isolate=cfg.sandbox.isolate,
         expose=tuple(cfg.sandbox.expose),
+        warm=cfg.sandbox.warm,
     )
 
 
@@ -202,7 +206,8 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
                        rng=random.Random(f"{cfg.seed}-{stats.proposals}"), limits=_limits(task, cfg),
                        scratch=paths.scratch, history=history, case_order=case_order,
                        cognition=cognition, optuna_url=f"sqlite:///{paths.optuna_db.resolve()}",
-                       plan=committer.rounds.plan, shares=BranchShares.rebuild(nodes))
+                       plan=committer.rounds.plan, shares=BranchShares.rebuild(nodes),
+                       repeats=RepeatMemo.rebuild(nodes, task))
     seeds = [n for n in nodes if n.origin == "seed"]
     seed_item = None
     if not seeds:

@@ -203,6 +203,7 @@ class SandboxConfig(_Section):
     max_open_files: int = Field(default=512, ge=16)
     isolate: bool = True  # as root: a dedicated uid, no network, a read-only filesystem
     expose: list[str] = []  # isolated: paths it may read behind closed folders (e.g. ~/.cargo)
+    warm: bool = True  # fork each evaluation from a per-task fork server with the imports loaded
 
 
 class AnalyzeConfig(_Section):

@@ -86,6 +86,7 @@ class Node:
     status: Status = Status.PROPOSED
     error: str | None = None
     failed_stage: str | None = None  # the stage that failed it: research | reflect | engineer | ...
+    repeat_of: str | None = None  # a repeat: the node whose evaluation it was served (not evaluated)
     staleness: int = 0  # v - v_i when the item reached evaluation
     reflection: str = ""  # what the staleness policy decided, e.g. "guarded: dropped (staleness 3 > 2)"
     speculative_at: float | None = None  # when it entered the pool on a partial score

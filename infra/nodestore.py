@@ -80,6 +80,9 @@ class NodeStore:
                 raise StoreBusyError(f"{self.path} is held by a running evoforge process") from None
             raise
         if not read_only:
+            # one writer, small transactions: a pool of query threads only spins (measured: a
+            # one-row flush costs ~25% less CPU with one thread)
+            self._con.execute("SET threads = 1")
             self._con.execute(_schema())
             self._con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
             self._con.execute(_FINAL_SCHEMA)
@@ -131,8 +134,9 @@ class NodeStore:
                     self._con.unregister("_evoforge_batch")
             elif rows:
                 self._con.executemany(f"INSERT OR REPLACE INTO nodes ({_NAMES}) VALUES ({marks})", rows)
-            for key, value in meta.items():
-                self._con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, json.dumps(value)])
+            if meta:  # one statement: each costs ~1.5 ms of CPU, whatever its size
+                self._con.execute("INSERT OR REPLACE INTO meta VALUES " + ", ".join("(?, ?)" for _ in meta),
+                                  [part for key, value in meta.items() for part in (key, json.dumps(value))])
         except BaseException:
             self._con.execute("ROLLBACK")
             raise

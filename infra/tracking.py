@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import queue
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +38,22 @@ class ChildRun:
     tags: dict[str, str] = field(default_factory=dict)
     status: str = "FINISHED"
     texts: dict[str, str] = field(default_factory=dict)  # text artifacts: file name -> text
+
+
+def _log_texts(artifact_uri: str, tracking_uri: str, texts: dict[str, str]) -> None:
+    """Write a run's text artifacts in one upload to its artifact store (the URI its creation
+    returned): what `log_text` per file does, without a run lookup and a staging folder per file."""
+    texts = {name: text for name, text in texts.items() if text}
+    if not texts:
+        return
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    with tempfile.TemporaryDirectory(prefix="evoforge-artifacts-") as folder:
+        for name, text in texts.items():
+            path = Path(folder, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        get_artifact_repository(artifact_uri, tracking_uri=tracking_uri).log_artifacts(folder)
 
 
 def default_tracking_uri(workspace: Path) -> str:
@@ -236,9 +253,7 @@ class Tracker:
                                       tags={"mlflow.parentRunId": parent, **(tags or {})})
         rid = run.info.run_id
         self._log_batch(rid, params, metrics, None, 0)
-        for artifact_file, text in texts.items():
-            if text:
-                self._client.log_text(rid, text, artifact_file)
+        _log_texts(run.info.artifact_uri, self._uri, texts)
         self._client.set_terminated(rid, status=status)
         return rid
 

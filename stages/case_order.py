@@ -81,8 +81,8 @@ class CaseOrder:
 
 
 def partial_score(case_scores: Mapping[str, float]) -> float | None:
-    """The mean of the case scores so far, or None when there are none."""
-    return sum(case_scores.values()) / len(case_scores) if case_scores else None
+    """The mean of the case scores so far (the same in any order: ``math.fsum``), or None."""
+    return math.fsum(case_scores.values()) / len(case_scores) if case_scores else None
 
 
 def _finite(*values: float) -> bool:

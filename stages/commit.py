@@ -179,8 +179,6 @@ class Committer:
                 event = NEW_BEST
                 self._bumped(NEW_BEST, node)
             self.sampler.on_node_added(node, self.pool)
-        if node.was_evaluated:
-            self.pool.remember(node.code, node.id)
         if self.case_order is not None and node.case_scores:
             self.case_order.update(node.case_scores, reference.case_scores if reference else {},
                                    self.pool.maximize)
@@ -242,7 +240,9 @@ class Committer:
                    for lesson in node.lessons]
 
         def work() -> list[str]:  # new lessons only: deduplicated by embedding similarity
-            added = [base.add_if_novel(lesson, self.dedupe_similarity) for lesson in lessons]
+            vectors = base.embed(lessons)  # one embedder call for all of them
+            added = [base.add_if_novel(lesson, self.dedupe_similarity, vector)
+                     for lesson, vector in zip(lessons, vectors, strict=True)]
             return [lesson.id for lesson in added if lesson is not None]
 
         def done(ids: list[str]) -> None:
@@ -263,7 +263,9 @@ class Committer:
             self.task_name, self.pool, plan=self.rounds.plan, history=self.history.updates,
             promotions=self.rounds.promotions))
         rows = leaderboard_rows(self.pool, top=100)
-        write_atomic(self.paths.leaderboard_json, json.dumps(rows, indent=2, default=str) + "\n")
+        # a row per line: still easy to read, and json's C encoder (indent= takes the Python one)
+        write_atomic(self.paths.leaderboard_json,
+                     "[\n" + ",\n".join(json.dumps(row, default=str) for row in rows) + "\n]\n")
         return status
 
     def _write_node_files(self, item: Item) -> None:

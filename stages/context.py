@@ -1,5 +1,6 @@
 """What every stage may read: the task, the config, the LLM backend, the pool and the sampler,
-plus the two channels a stage may use: the evaluation runner and the speculative release."""
+plus the channels a stage may use: the evaluation runner, the speculative release and the memo
+of evaluation results (stages/repeats.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from evoforge.stages.case_order import CaseOrder
 from evoforge.stages.evaluation_job import EvaluationRunner, InlineEvaluations
 from evoforge.stages.history import PoolHistory
 from evoforge.stages.pool import Pool
+from evoforge.stages.repeats import RepeatMemo
 from evoforge.stages.sample import ParentSampler
 
 
@@ -46,3 +48,4 @@ class StageContext:
     shares: BranchShares = field(default_factory=lambda: BranchShares())  # research per branch
     # hands (item, speculative snapshot of its node) to the commit; safe to call from any thread
     release: Callable[[Any, Node], None] | None = None
+    repeats: RepeatMemo = field(default_factory=RepeatMemo)  # results by program: none evaluated twice

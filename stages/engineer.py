@@ -5,7 +5,9 @@ The engineer stage plug-in. Its door is the staleness policy (stages/staleness.p
 is too old is dropped (to the commit) or sent to the reflect stage before any evaluation runs; a
 candidate back from a repair (stages/debug.py) passes straight in. Before the evaluation, the
 guardrails (stages/guardrails.py) check the code statically, and the task's quick test, when it
-declares one and `guard.quick_test` is on, runs first in the same evaluation job.
+declares one and `guard.quick_test` is on, runs first in the same evaluation job. A program the
+run has evaluated already, or is evaluating, is not evaluated again: it is served that result
+(stages/repeats.py).
 The evaluation itself is a job handed to the run's evaluation runner (a Prefect task on the
 flow's task runner, by default), so the stage never blocks the event loop.
 """
@@ -26,6 +28,7 @@ from evoforge.stages.item import Item
 from evoforge.stages.novelty import EmbeddingSimilarity, novelty_rejection
 from evoforge.stages.param_space import ParamSpace, SpaceError, hardcoded_values, parse_space
 from evoforge.stages.param_study import TrialOutcome, stored_default, study_name_of
+from evoforge.stages.repeats import EvalKey, serve_repeat
 from evoforge.stages.speculation import Reference
 from evoforge.stages.stage import COMMIT, Admission, Stage, StageResult, WorkerBounds
 from evoforge.stages.staleness import DROP, REFLECT, decide
@@ -83,15 +86,10 @@ def request_for(node: Node, ctx: StageContext, params: dict[str, Any] | None = N
 
 
 async def engineer(item: Item, ctx: StageContext) -> StageResult:
-    """Evaluate the item's candidate; its node comes back with scores, or the reason it failed."""
+    """Evaluate the item's candidate; its node comes back with scores, or the reason it failed.
+    A program evaluated before (or being evaluated) is served that result instead (a repeat)."""
     assert item.node is not None
     node = item.node.copy()
-    reason = None if node.origin == "seed" else (  # a failed seed is evaluated again on a rerun
-        novelty_rejection(node.code, ctx.pool, ctx.config.search, novelty_similarity(ctx)))
-    if reason is not None:
-        node.status, node.failed_stage = REJECTED, "engineer"
-        node.error = f"rejected before evaluation: {reason}"
-        return StageResult(node)
     violation = static_violation(node.code, ctx.task)
     if violation is not None:  # no sandbox run, so no evaluation is counted
         node.status, node.failed_stage, node.error = FAILED, GUARD, str(violation)
@@ -103,9 +101,30 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
         return StageResult(node)
     node.hardcoded = hardcoded_values(node.code, owned_knobs(item)) if ctx.task.is_python else []
     node.params = space.defaults()
+    stage = ctx.task.search_stage
+    key = EvalKey.of(node.code, stage, node.params)
+    served = None if node.origin == "seed" else await ctx.repeats.claim(key)  # a seed: always run
+    if served is not None:
+        return StageResult(serve_repeat(node, served))
+    settled = None
+    try:
+        settled = await _evaluate_new(item, node, space, ctx)
+    finally:  # recorded when complete; otherwise (pruned, rejected, cancelled) the key is free
+        ctx.repeats.finish(key, settled, stage)
+    return StageResult(settled)
+
+
+async def _evaluate_new(item: Item, node: Node, space: ParamSpace, ctx: StageContext) -> Node:
+    """The evaluation of a program no earlier node evaluated (unless too like a pool member)."""
+    reason = None if node.origin == "seed" else (  # a failed seed is evaluated again on a rerun
+        novelty_rejection(node.code, ctx.pool, ctx.config.search, novelty_similarity(ctx)))
+    if reason is not None:
+        node.status, node.failed_stage = REJECTED, "engineer"
+        node.error = f"rejected before evaluation: {reason}"
+        return node
     earlier = earlier_defaults(node, ctx) if space else None
     if earlier is not None:  # a resumed run: the study already holds the defaults' evaluation
-        return StageResult(settle_from_study(node, earlier, ctx.task.search_stage))
+        return settle_from_study(node, earlier, ctx.task.search_stage)
     request = request_for(node, ctx, node.params)
     release = None
     if request.speculation is not None and ctx.release is not None:
@@ -119,7 +138,7 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
     settled = settle_node(node, report, ctx.task.search_stage)
     if space and settled.status == EVALUATED:
         settled.score_default = settled.score(ctx.task.search_stage)
-    return StageResult(settled)
+    return settled
 
 
 def earlier_defaults(node: Node, ctx: StageContext) -> TrialOutcome | None:
@@ -167,8 +186,9 @@ def settle_node(node: Node, report: EvalReport, stage: str = "full") -> Node:
     node.speculative_at = report.released_at
     if report.pruned and outcome.error is None:
         node.status = PRUNED
-        node.artifacts["pruned"] = (f"prefix of {node.cases_done} cases scored "
-                                    f"{report.score_partial:.6g}: cannot beat the pool's best")
+        scored = outcome.score if outcome.score is not None else report.score_partial  # cases done
+        node.artifacts["pruned"] = (f"prefix of {node.cases_done} cases scored {scored:.6g}: "
+                                    "cannot beat the pool's best")
     elif outcome.ok:
         setattr(node, f"score_{stage}", outcome.score)
         node.status = EVALUATED

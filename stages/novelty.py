@@ -1,12 +1,12 @@
-"""The novelty check before evaluation: duplicates, and optionally near-duplicates, are rejected.
+"""The novelty check before evaluation: near-duplicates of pool programs, optionally, are rejected.
 
-Exact and normalised duplicates (comments, blank lines and spacing ignored) of any program
-already seen in the run are always rejected. With `search.novelty_threshold` set, a candidate
-whose EVOLVE block is at least that similar to a pool member's is rejected too. Similarity is a
-pluggable `Similarity`: the default estimates the Jaccard similarity of token 3-shingles with
-MinHash (cheap, no model); `search.novelty_backend: embedding` uses the cosine of the cognition
-base's sentence embeddings instead (`EmbeddingSimilarity`, which catches the same idea written
-with other names).
+Exact and normalised repeats (comments, blank lines and spacing ignored) of a program already
+evaluated in the run are not evaluated either: the engineer serves them the recorded result
+(stages/repeats.py). With `search.novelty_threshold` set, a candidate whose EVOLVE block is at
+least that similar to a pool member's is rejected too. Similarity is a pluggable `Similarity`:
+the default estimates the Jaccard similarity of token 3-shingles with MinHash (cheap, no model);
+`search.novelty_backend: embedding` uses the cosine of the cognition base's sentence embeddings
+instead (`EmbeddingSimilarity`, which catches the same idea written with other names).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from evoforge.cognition.embedder import Embedder
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
-from evoforge.stages.pool import Pool, exact_code_hash, normalized_code_hash
+from evoforge.stages.pool import Pool
 from evoforge.stages.sample.features import code_tokens, evolve_block, shingles
 
 _PRIME = 4294967311  # > 2**32, so every 32-bit shingle hash is a distinct residue
@@ -125,13 +125,7 @@ def similarity_index(pool: Pool, similarity: Similarity | None = None) -> Simila
 
 def novelty_rejection(code: str, pool: Pool, cfg: SearchConfig,
                       similarity: Similarity | None = None) -> str | None:
-    """Why `code` is not novel enough to evaluate, or None when it is."""
-    exact = exact_code_hash(code)
-    if exact in pool.exact_hashes:
-        return f"exact duplicate of {_who(pool.owner_of(exact))}"
-    normal = normalized_code_hash(code)
-    if normal in pool.seen_hashes:
-        return f"duplicate of {_who(pool.owner_of(normal))} once comments and spacing are ignored"
+    """Why `code` is too like a pool program to evaluate (`search.novelty_threshold`), or None."""
     if cfg.novelty_threshold is None or not pool.nodes:
         return None
     index = similarity_index(pool, similarity)
@@ -140,7 +134,3 @@ def novelty_rejection(code: str, pool: Pool, cfg: SearchConfig,
         return (f"too similar to node {node_id}: {index.similarity.name} {score:.3f} "
                 f">= novelty_threshold {cfg.novelty_threshold}")
     return None
-
-
-def _who(node_id: str | None) -> str:
-    return f"node {node_id}" if node_id else "a program already in this run"

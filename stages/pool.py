@@ -57,11 +57,6 @@ def normalized_code_hash(code: str) -> str:
     return hashlib.sha1(normalized_code(code).encode()).hexdigest()
 
 
-def exact_code_hash(code: str) -> str:
-    """A hash of the code byte for byte."""
-    return hashlib.sha1(code.encode()).hexdigest()
-
-
 @dataclass
 class Pool:
     """Evaluated nodes, the best one, and version `v` (bumped when the pool changes in a way that matters).
@@ -76,15 +71,12 @@ class Pool:
     v: int = 0
     nodes: list[Node] = field(default_factory=list)
     best: Node | None = None
-    seen_hashes: set[str] = field(default_factory=set)
-    exact_hashes: set[str] = field(default_factory=set)
     judge_weight: float = 0.0  # weight of the LLM judge's score in the fitness (0: off)
     judge_scale: float = 1.0  # |the seed's full score|: puts judge_score in the task's units
     _keys: list[float] = field(default_factory=list, repr=False, compare=False)  # -score, ascending
     _ranking: list[Node] = field(default_factory=list, repr=False, compare=False)
     _by_id: dict[str, Node] = field(default_factory=dict, repr=False, compare=False)
     _ranked_key: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
-    _owners: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # hash -> node id
     listeners: list[Any] = field(default_factory=list, repr=False, compare=False)  # add(node)/remove(node)
 
     def value(self, node: Node) -> float | None:
@@ -143,19 +135,6 @@ class Pool:
             self.v += 1
             return True
         return False
-
-    def remember(self, code: str, node_id: str | None = None) -> None:
-        """Record a program as seen, evaluated or not, for the duplicate check."""
-        normal, exact = normalized_code_hash(code), exact_code_hash(code)
-        self.seen_hashes.add(normal)
-        self.exact_hashes.add(exact)
-        if node_id is not None:
-            self._owners.setdefault(normal, node_id)
-            self._owners.setdefault(exact, node_id)
-
-    def owner_of(self, code_hash: str) -> str | None:
-        """The id of the node that first had this code hash, when known."""
-        return self._owners.get(code_hash)
 
     def get(self, node_id: str | None) -> Node | None:
         """The pool node with this id, or None."""
@@ -221,9 +200,6 @@ class Pool:
                 judge_scale: float = 1.0, stage: str = "full") -> Pool:
         """The pool as it was, from the node database (resume); no judge unless a weight is given."""
         pool = cls(maximize=maximize, judge_weight=judge_weight, judge_scale=judge_scale, stage=stage)
-        for node in nodes:  # as the commit does: a program counts as seen once it was evaluated,
-            if node.was_evaluated:  # so a resumed proposal is not a duplicate of itself
-                pool.remember(node.code, node.id)
         members = [n for n in nodes if n.status == EVALUATED and n.score(stage) is not None]
         for node in members:  # no new-best bookkeeping per node: one sort at the end
             pool.nodes.append(node)

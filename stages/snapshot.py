@@ -23,6 +23,7 @@ def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any
         "failed_guard": stats.failed_guard,
         "failed_internal": stats.failed_internal,
         "duplicates_rejected": stats.duplicates,
+        "repeats": stats.repeats,  # served from earlier evaluations: not evaluations
         "best_score": confirmed.score(pool.winner_stage(confirmed)) if confirmed else None,
         "best_stage": pool.winner_stage(confirmed) if confirmed else None,  # the score's stage
         "best_node": confirmed.id if confirmed else None,

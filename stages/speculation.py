@@ -1,12 +1,20 @@
 """Speculative stage completion: judge a candidate on a prefix of its validation cases.
 
 After `alpha_spec` of the cases, the prefix score is compared with the reference — the pool's
-best *fully evaluated* node, on the same cases — taken when the evaluation was dispatched. A
-prefix that beats it is released into the pool at once, as a speculative node that the rest of
-the evaluation confirms or rolls back. A prefix that cannot beat it stops the evaluation there
-(pruned), which is where the time is saved. With no reference (no fully evaluated node, or one
-without scores on those cases and no overall score) nothing is decided: the evaluation runs on.
-The state machine reads only its own inputs, so it may run on any thread or machine.
+best *fully evaluated* node, on the same cases — read from the pool when the decision is made
+(a node confirmed while the candidate runs raises the bar at once; where the pool is out of
+reach, e.g. on a Dask worker, the snapshot taken at dispatch stands). A prefix that beats it is
+released into the pool at once, as a speculative node that the rest of the evaluation confirms
+or rolls back. A prefix that cannot beat it stops the evaluation there (pruned), which is where
+the time is saved. The same test is made again at every further multiple of the prefix length
+(10, 20, 30 of 40 cases at alpha 0.25): a released candidate that no longer beats the reference
+on the cases done is stopped there too, and so rolled back early instead of after its last
+case. With no reference (no fully evaluated node, or one without scores on those cases and no
+overall score) nothing is decided: the evaluation runs on. Scores are means taken with
+`math.fsum`, so the same case scores give the same mean in any order (a program that ties the
+best is never "better" by a rounding error). The state machine reads nothing but its inputs and
+the pool it is handed (read only, on the flow's event loop or an evaluation thread), so it may
+run on any thread or machine.
 """
 
 from __future__ import annotations
@@ -25,12 +33,17 @@ from evoforge.stages.pool import Pool
 
 @dataclass(frozen=True)
 class Reference:
-    """What a prefix must beat: a fully evaluated node's case scores and overall score."""
+    """What a prefix must beat: a fully evaluated node's case scores and overall score.
+
+    `pool`, when set, is the live pool `now()` reads again; a copy sent to another process
+    (pickled) leaves it behind and stays the snapshot.
+    """
 
     node_id: str
     score: float
     case_scores: Mapping[str, float]
     maximize: bool
+    pool: Pool | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, pool: Pool) -> Reference | None:
@@ -38,14 +51,26 @@ class Reference:
         node = pool.best_confirmed()
         if node is None or node.score_full is None:
             return None
-        return cls(node.id, node.score_full, dict(node.case_scores), pool.maximize)
+        return cls(node.id, node.score_full, dict(node.case_scores), pool.maximize, pool)
+
+    def now(self) -> Reference:
+        """The pool's best fully evaluated node now (this one while it still is, or off the pool)."""
+        if self.pool is None:
+            return self
+        node = self.pool.best_confirmed()
+        if node is None or node.id == self.node_id:
+            return self
+        return Reference.of(self.pool) or self
+
+    def __reduce__(self) -> tuple:
+        return Reference, (self.node_id, self.score, dict(self.case_scores), self.maximize)
 
     def on(self, cases: Iterable[str]) -> float:
         """The reference's mean over `cases`, or its overall score when it lacks some of them."""
         cases = list(cases)
         scores = [self.case_scores[c] for c in cases if c in self.case_scores]
         if scores and len(scores) == len(cases):
-            return sum(scores) / len(scores)
+            return math.fsum(scores) / len(scores)
         return self.score
 
     def beaten_by(self, value: float, cases: Iterable[str]) -> bool:
@@ -77,26 +102,36 @@ class Speculation:
         return max(1, math.ceil(self.alpha * self.total))
 
     def on_case(self, result: CaseResult) -> bool:
-        """Record one case; returns False to stop the evaluation (pruned)."""
+        """Record one case; returns False to stop the evaluation (pruned).
+
+        At the prefix the candidate is released or pruned; at each later checkpoint (a multiple
+        of the prefix length, short of the last case) it is pruned when it no longer beats the
+        reference on the cases done, which rolls a released one back.
+        """
         if result.score is None:
             return True
         self.scores[result.case] = result.score
-        if self.decided or len(self.scores) < self.prefix_len:
-            return True
-        self.decided = True
-        self.partial = partial_score(self.scores)
-        assert self.partial is not None
-        if self.reference is None:
-            return True
-        if self.reference.beaten_by(self.partial, self.scores):
-            if self.release is not None:
+        done = len(self.scores)
+        if not self.decided:
+            if done < self.prefix_len:
+                return True
+            self.decided = True
+            self.partial = partial_score(self.scores)
+            assert self.partial is not None
+            if self.reference is None:
+                return True
+            beaten = self.reference.now().beaten_by(self.partial, self.scores)
+            if beaten and self.release is not None:
                 self.released_at = time.time()
                 self.release(self.partial, dict(self.scores))
+        elif self.reference is None or done % self.prefix_len or done >= self.total:
             return True
-        if self.prune:
-            self.pruned = True
-            return False
-        return True
+        else:
+            beaten = self.reference.now().beaten_by(partial_score(self.scores) or 0.0, self.scores)
+        if beaten or not self.prune:
+            return True
+        self.pruned = True
+        return False
 
 
 def confirmed(node: Node, pool: Pool) -> bool:

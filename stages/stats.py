@@ -19,7 +19,8 @@ class RunStats:
     failed_evaluation: int = 0  # the candidate failed its evaluation
     failed_guard: int = 0  # stopped by the static check before any evaluation ran
     failed_internal: int = 0  # an internal step failed before any evaluation ran (see run.log)
-    duplicates: int = 0  # rejected before evaluation as a (near-)duplicate
+    duplicates: int = 0  # rejected before evaluation as a (near-)duplicate, repeats included
+    repeats: int = 0  # of those, repeats served an earlier evaluation's result (not evaluated)
     dropped_stale: int = 0  # dropped by the staleness policy or the reflection
     reflected: int = 0
     patched: int = 0
@@ -68,6 +69,7 @@ class RunStats:
             case Status.REJECTED:
                 self.failed += 1
                 self.duplicates += 1
+                self.repeats += node.repeat_of is not None
             case Status.STALE:
                 self.dropped_stale += 1
                 self.wasted_llm_s += node.llm_s

@@ -44,7 +44,10 @@ def candidate_run(node: Node, stage: str, trials: str | None = None) -> ChildRun
     texts = {"program.py": node.code, "diff.txt": node.diff,  # .txt: MLflow's UI previews it, not .patch
              "motivation.md": node.motivation, "error.txt": node.error or "",
              "analysis.md": node.analysis, "param_trials.json": trials or ""}
-    return ChildRun(f"node-{node.id}", params, metrics, run_tags(node, stage),
+    tags = run_tags(node, stage)
+    if node.repeat_of:  # served an earlier evaluation's result: no evaluation, no score here
+        tags["repeat_of"] = node.repeat_of
+    return ChildRun(f"node-{node.id}", params, metrics, tags,
                     "FINISHED" if node.status == EVALUATED else "FAILED", texts)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -51,12 +52,16 @@ def run_cli(args: list[str], tmp_path: Path, timeout: float = 300) -> subprocess
 
 
 def processes_mentioning(text: str) -> list[int]:
-    """Live processes (other than this one) whose command line contains ``text``."""
+    """Live processes (other than this one) whose command line or working directory contains
+    ``text`` (a warm sandbox's child has its fork server's command line, but its own folder)."""
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and entry.name != str(os.getpid()):
             try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                where = (entry / "cmdline").read_bytes().decode(errors="replace")
+                with contextlib.suppress(OSError):
+                    where += "\0" + os.readlink(entry / "cwd")
+                if text in where:
                     found.append(int(entry.name))
             except OSError:
                 continue

@@ -141,6 +141,15 @@ try:
 except OSError:
     pass
 return {"combined_score": float(len(files) > 100000)}""", "harmless", score=0.0),
+    Hostile("inherited_sockets", """
+import os, stat
+sockets = 0
+for name in os.listdir("/proc/self/fd"):
+    try:
+        sockets += stat.S_ISSOCK(os.fstat(int(name)).st_mode)
+    except OSError:
+        pass
+return {"combined_score": float(sockets)}""", "harmless", score=0.0),
     Hostile("remount_and_escape", """
 import os
 tries = [os.system("mount -o remount,rw / 2>/dev/null"), os.system("unshare -n true 2>/dev/null")]

@@ -77,7 +77,10 @@ def test_speculation_prunes_releases_and_settles(tmp_path):
     assert all(n.cases_done == prefix and n.score_partial is not None and not n.score_full
                for n in pruned)
     released = [n for n in nodes if n.speculative_at is not None]
-    assert all(n.status in (EVALUATED, ROLLED_BACK) and n.cases_done == 40 for n in released)
+    assert all(n.status in (EVALUATED, ROLLED_BACK) for n in released)
+    assert all(n.cases_done == 40 for n in released if n.status == EVALUATED)
+    # a rolled-back one ran to the end, or was stopped at a later checkpoint (20 or 30 cases)
+    assert all(n.cases_done in (2 * prefix, 3 * prefix, 40) for n in released if n.status == ROLLED_BACK)
     assert status["pruned"] == len(pruned) and status["speculative_released"] == len(released)
     assert status["confirmed"] + status["rolled_back"] == len(released)
     full = [n for n in nodes if n.status == EVALUATED]

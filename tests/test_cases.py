@@ -123,6 +123,14 @@ def test_stopping_after_three_cases_kills_the_run_at_once(task: Task, scratch: P
     assert list(scratch.iterdir()) == []
 
 
+def test_the_score_does_not_depend_on_the_order_the_cases_ran_in(tmp_path: Path, scratch: Path) -> None:
+    task = make_task(tmp_path / "three", case_ids="[0, 1, 2]")
+    code = program('return {"combined_score": [0.1, 0.2, 0.3][case]}')
+    forward, backward = (run(task, code, order, scratch) for order in (["0", "1", "2"], ["2", "1", "0"]))
+    assert (0.1 + 0.2 + 0.3) / 3 != (0.3 + 0.2 + 0.1) / 3  # a plain sum rounds differently
+    assert forward.ok and backward.ok and forward.score == backward.score
+
+
 def test_a_stop_on_the_last_case_is_a_complete_evaluation(task: Task, scratch: Path) -> None:
     outcome = run(task, program(), ["1", "2"], scratch, on_case=lambda r: False)
     assert outcome.ok and outcome.cases_done == 1 and outcome.stopped_early

@@ -1,10 +1,11 @@
 """Every hostile program of the corpus is contained, recorded with its reason, and harms nothing.
 
 The corpus (tests/hostile_corpus.py) runs through the real sandbox, as a candidate of a small
-task. Beyond each verdict, the host is checked: no file planted outside the candidate's
-directory (in a world-writable folder, so only the read-only mounts stop it), no connection
-reached the test's server, the secret in this process's environment never shows, this process
-is alive, and no process the candidate started is left once its evaluation has ended.
+task, both cold (a fresh Python per candidate) and warm (forked from the task's fork server).
+Beyond each verdict, the host is checked: no file planted outside the candidate's directory
+(in a world-writable folder, so only the read-only mounts stop it), no connection reached the
+test's server, the secret in this process's environment never shows, this process is alive, and
+no process the candidate started is left once its evaluation has ended.
 """
 
 from __future__ import annotations
@@ -77,12 +78,13 @@ def outside() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _evaluate(task: Task, code: str) -> EvalOutcome:
-    return asyncio.run(evaluate_program(task, code, limits=LIMITS))
+def _evaluate(task: Task, code: str, limits: SandboxLimits = LIMITS) -> EvalOutcome:
+    return asyncio.run(evaluate_program(task, code, limits=limits))
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 @pytest.mark.parametrize("hostile", CORPUS, ids=[h.name for h in CORPUS])
-def test_hostile_program_is_contained(hostile: Hostile, task: Task, listener: _Listener,
+def test_hostile_program_is_contained(hostile: Hostile, warm: bool, task: Task, listener: _Listener,
                                       outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if not availability().isolated:
         pytest.skip(f"isolation unavailable here: {availability().reason}")
@@ -90,13 +92,14 @@ def test_hostile_program_is_contained(hostile: Hostile, task: Task, listener: _L
     marker = f"hostile-{uuid.uuid4().hex[:10]}"
     accepted_before = listener.accepted
 
-    outcome = _evaluate(task, program_text(hostile, outside, listener.port, marker))
+    limits = replace(LIMITS, warm=warm)
+    outcome = _evaluate(task, program_text(hostile, outside, listener.port, marker), limits)
 
     assert verdict_problems(hostile, outcome.ok, outcome.score, outcome.error) == []
     seen = outcome.stdout_tail + outcome.stderr_tail + (outcome.error or "") + repr(outcome.artifacts)
     assert harms(outside, marker, listener.accepted - accepted_before, seen) == []
     harmless = Hostile("ok", 'return {"combined_score": 2.0}', "harmless")
-    assert _evaluate(task, program_text(harmless, outside, listener.port, marker)).score == 2.0
+    assert _evaluate(task, program_text(harmless, outside, listener.port, marker), limits).score == 2.0
 
 
 def test_status_names_the_isolation_in_use() -> None:

@@ -1,4 +1,5 @@
-"""The novelty check before evaluation: duplicates and (optionally) near-duplicates are rejected."""
+"""The novelty check before evaluation: repeats are the same evaluation (served, stages/repeats.py)
+and, optionally, near-duplicates of pool programs are rejected."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.stages.novelty import MinHashJaccard, novelty_rejection, similarity_index
 from evoforge.stages.pool import Pool, normalized_code
+from evoforge.stages.repeats import EvalKey, RepeatMemo
 
 BASE = '''import numpy as np
 
@@ -34,23 +36,28 @@ def construct(n):
 def pool_with(*codes: str) -> Pool:
     pool = Pool()
     for i, code in enumerate(codes):
-        node = Node(id=f"n{i}", run_id="t", code=code, score_full=float(i), status=EVALUATED)
-        pool.add(node)
-        pool.remember(code, node.id)
+        pool.add(Node(id=f"n{i}", run_id="t", code=code, score_full=float(i), status=EVALUATED,
+                      evaluated_at=float(i)))
     return pool
 
 
-def test_an_exact_duplicate_is_rejected_naming_the_node():
-    reason = novelty_rejection(BASE, pool_with(BASE), SearchConfig())
-    assert reason == "exact duplicate of node n0"
+def memo_with(code: str) -> RepeatMemo:
+    memo = RepeatMemo()
+    memo.finish(EvalKey.of(code, "full", {}), pool_with(code).nodes[0], "full")
+    return memo
 
 
-def test_a_duplicate_up_to_comments_and_spacing_is_rejected():
+def test_an_exact_duplicate_is_served_the_earlier_result_naming_the_node():
+    recorded = memo_with(BASE).recorded(EvalKey.of(BASE, "full", {}))
+    assert recorded is not None and recorded.node_id == "n0" and recorded.score == 0.0
+
+
+def test_a_duplicate_up_to_comments_and_spacing_is_the_same_evaluation():
     noisy = BASE.replace("pts = []", "pts = [ ]   # the points").replace(
         "angle = 2.0 * np.pi * k / n", "angle=2.0*np.pi*k/n\n\n")
     assert noisy != BASE
-    reason = novelty_rejection(noisy, pool_with(BASE), SearchConfig())
-    assert reason is not None and "n0" in reason and "comments and spacing" in reason
+    recorded = memo_with(BASE).recorded(EvalKey.of(noisy, "full", {}))
+    assert recorded is not None and recorded.node_id == "n0"
 
 
 def test_changes_that_matter_are_not_normalised_away():
@@ -58,6 +65,7 @@ def test_changes_that_matter_are_not_normalised_away():
     indented, dedented = "if x:\n    a()\n    b()\n", "if x:\n    a()\nb()\n"
     assert normalized_code(indented) != normalized_code(dedented)  # indentation
     moved = BASE.replace("0.3 * np.cos", "0.31 * np.cos")
+    assert memo_with(BASE).recorded(EvalKey.of(moved, "full", {})) is None
     assert novelty_rejection(moved, pool_with(BASE), SearchConfig()) is None
 
 

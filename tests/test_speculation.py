@@ -3,6 +3,8 @@ roll back at commit time, marking what was derived from a rolled-back node."""
 
 from __future__ import annotations
 
+import pytest
+
 from evoforge.evaluators.cases import CaseResult
 from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SPECULATIVE, Node
 from evoforge.stages.pool import Pool
@@ -16,8 +18,8 @@ def _best(score: float = 0.5) -> Node:
                 case_scores={c: score for c in CASES})
 
 
-def _feed(spec: Speculation, scores: list[float]) -> list[bool]:
-    return [spec.on_case(CaseResult(CASES[i], i, s, {}, None)) for i, s in enumerate(scores)]
+def _feed(spec: Speculation, scores: list[float], start: int = 0) -> list[bool]:
+    return [spec.on_case(CaseResult(CASES[i], i, s, {}, None)) for i, s in enumerate(scores, start)]
 
 
 def _spec(pool: Pool, prune: bool = True) -> tuple[Speculation, list[int]]:
@@ -47,8 +49,65 @@ def test_a_winning_prefix_is_released_once_and_the_evaluation_goes_on():
     pool = Pool()
     pool.add(_best(0.5))
     spec, released = _spec(pool)
-    assert _feed(spec, [0.6, 0.7, 0.1, 0.1]) == [True] * 4
-    assert released == [1] and spec.released_at is not None
+    assert _feed(spec, [0.6, 0.7, 0.4, 0.4, 0.6, 0.6, 0.1, 0.1]) == [True] * 8
+    assert released == [1] and spec.released_at is not None and not spec.pruned
+    assert spec.partial == pytest.approx(0.65)  # the prefix's score, not the later checkpoints'
+
+
+def test_a_released_candidate_that_falls_behind_is_stopped_at_the_next_checkpoint():
+    pool = Pool()
+    pool.add(_best(0.5))
+    spec, released = _spec(pool)
+    answers = _feed(spec, [0.6, 0.7, 0.1, 0.1, 0.9])
+    assert answers == [True, True, True, False, True]  # 4 cases: mean 0.375 < 0.5, stopped there
+    assert released == [1] and spec.pruned and spec.partial == pytest.approx(0.65)
+
+
+def test_a_node_confirmed_while_a_candidate_runs_raises_the_bar_at_the_next_checkpoint():
+    pool = Pool()
+    pool.add(_best(0.5))
+    spec, released = _spec(pool)
+    assert _feed(spec, [0.6, 0.6]) == [True, True] and released == [1]  # beats 0.5: released
+    better = _best(0.7)
+    better.id = "better"
+    pool.add(better)  # confirmed meanwhile: the candidate would be rolled back at the end
+    assert _feed(spec, [0.6, 0.6], start=2) == [True, False]  # 4 cases: 0.6 < 0.7, stopped
+    assert spec.pruned and spec.reference.node_id == "best"  # the dispatch snapshot is kept
+
+
+def test_a_reference_sent_to_another_process_is_the_snapshot_without_the_pool():
+    import pickle
+
+    pool = Pool()
+    pool.add(_best(0.5))
+    reference = Reference.of(pool)
+    copy = pickle.loads(pickle.dumps(reference))
+    assert reference.pool is pool and copy.pool is None
+    assert (copy.node_id, copy.score, dict(copy.case_scores)) == ("best", 0.5, dict(reference.case_scores))
+    pool.add(Node(id="better", run_id="r", code="c", status=EVALUATED, score_full=0.9))
+    assert reference.now().node_id == "better" and copy.now() is copy
+
+
+def test_the_last_case_is_left_to_the_full_evaluation():
+    pool = Pool()
+    pool.add(_best(0.5))
+    spec, released = _spec(pool)
+    assert _feed(spec, [0.9, 0.9, 0.5, 0.5, 0.5, 0.5, 0.0, 0.0]) == [True] * 8
+    assert released == [1] and not spec.pruned  # losing at 8 of 8 is the commit's rollback
+
+
+def test_a_candidate_tying_the_best_in_another_case_order_does_not_beat_it():
+    cases = ["a", "b", "c"]
+    best = Node(id="best", run_id="r", code="b", status=EVALUATED, score_full=0.2,
+                case_scores={"a": 0.1, "b": 0.2, "c": 0.3})
+    pool = Pool()
+    pool.add(best)
+    tie = {"c": 0.3, "b": 0.2, "a": 0.1}  # the same scores, run in the reverse order
+    assert sum(tie.values()) != sum(best.case_scores.values())  # a plain sum differs by rounding
+    spec = Speculation(alpha=1.0, total=3, prune=True, reference=Reference.of(pool))
+    answers = [spec.on_case(CaseResult(c, i, tie[c], {}, None)) for i, c in enumerate(tie)]
+    assert answers == [True, True, False] and spec.pruned
+    assert spec.partial == Reference.of(pool).on(cases)  # the same mean in either order
 
 
 def test_the_prefix_is_compared_on_the_same_cases():
