@@ -46,6 +46,7 @@ RESULT_FD = 3  # the result pipe's number in a child
 MAX_MESSAGE = 1 << 20
 _MAX_FDS = 8
 _SETUP_FAILED = 126  # a child's exit code when it could not confine itself (reason on its stderr)
+_SPARE_DEATHS = 3  # spares that die waiting before the server makes no more
 _PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -108,10 +109,10 @@ class _Server:
         self.cgroup_parent, self.sys_path = cgroup_parent, sys_path
         self.children: dict[int, int] = {}  # child pid -> its reply socket's descriptor
         self.spare: _Spare | None = None
-        self.made = 0
+        self.made = self.spare_deaths = 0
 
     def prepare_spare(self) -> None:
-        if self.spare is not None:
+        if self.spare is not None or self.spare_deaths >= _SPARE_DEATHS:
             return
         self.made += 1
         cgroup = None
@@ -136,9 +137,19 @@ class _Server:
         self.spare = _Spare(pid, mine, cgroup)
 
     def start(self, request: dict, fds: list[int]) -> None:
-        """Hand the request to the spare (or fork a child for it) and tell the client its pid."""
+        """Hand the request to the spare (or fork a child for it) and tell the client its pid.
+        A client that made no cgroup relies on the spare's: without one, the request fails (the
+        client then runs it cold), never a child without its process limit."""
         reply, passed = fds[0], fds[1:]
+        if len(passed) == 3 and self.cgroup_parent:
+            self.prepare_spare()
         spare, self.spare = self.spare, None
+        if len(passed) == 3 and self.cgroup_parent and (spare is None or spare.cgroup is None):
+            if spare is not None:
+                self._discard(spare)
+            _send(reply, {"error": "no spare child in a pids cgroup could be made"})
+            _close(fds)
+            return
         if spare is not None and len(passed) == 3:  # no cgroup of the client's: the spare's is used
             try:
                 if spare.cgroup is not None:
@@ -178,6 +189,7 @@ class _Server:
             if pid == 0:
                 return
             if self.spare is not None and pid == self.spare.pid:  # died waiting: another is made
+                self.spare_deaths += 1  # (not forever: a cgroup that refuses it would spin)
                 self.spare.go.close()
                 _remove(self.spare.cgroup)
                 self.spare = None
@@ -208,7 +220,9 @@ def _wait_as_spare(go: socket.socket, cgroup: str | None, sys_path: list[str]) -
             with open(os.path.join(cgroup, "cgroup.procs"), "w") as procs:
                 procs.write(str(os.getpid()))
         request, fds = _receive(go)
-    except BaseException:  # noqa: BLE001 - a spare that cannot wait is never used
+    except BaseException:  # noqa: BLE001 - a spare that cannot wait is never used; why: the server's log
+        with contextlib.suppress(OSError):
+            os.write(2, ("spare child failed: " + traceback.format_exc()).encode())
         os._exit(_SETUP_FAILED)
     if request is None:
         os._exit(0)

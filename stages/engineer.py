@@ -104,6 +104,8 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
     stage = ctx.task.search_stage
     key = EvalKey.of(node.code, stage, node.params)
     served = None if node.origin == "seed" else await ctx.repeats.claim(key)  # a seed: always run
+    if served is not None and served.node_id == node.id:  # itself, resumed (its study cut off):
+        served = None  # it goes on where it stopped, and its record is renewed when it settles
     if served is not None:
         return StageResult(serve_repeat(node, served))
     settled = None

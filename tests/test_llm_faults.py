@@ -125,7 +125,7 @@ def test_a_router_sends_the_calls_to_the_endpoint_that_answers(tmp_path):
                                                            down_for=math.inf)
     with SimulatorProcess(up) as good, SimulatorProcess(down) as bad:
         config = tmp_path / "router.yaml"
-        config.write_text((CONFIG % {"failures": 3, "give_up": 30.0}).replace(
+        config.write_text((CONFIG % {"failures": 3, "give_up": 120.0}).replace(  # a loaded CI: room
             "llm:\n", f"llm:\n  endpoints:\n    - {{base_url: {good.base_url}}}\n"
                        f"    - {{base_url: {bad.base_url}}}\n", 1))
         run_dir = tmp_path / "run"

@@ -156,3 +156,21 @@ def test_sandbox_warm_false_in_the_config_runs_every_evaluation_cold(task: Task)
     code = PROGRAM.format(server_pid=os.getpid())  # cold: its parent is this process
     outcome = _evaluate(task, code, replace(limits, timeout_s=20.0))
     assert outcome.ok and outcome.score == 2.0 and WARM.counts["started"] == started
+
+
+def test_without_a_spare_in_a_pids_cgroup_the_evaluation_runs_cold_never_unlimited(
+        task: Task, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evoforge.evaluators import warm
+    from evoforge.evaluators.cgroup_pids import process_limit_mechanism
+
+    if process_limit_mechanism() != "cgroup-pids":
+        pytest.skip("no pids cgroup here: the server makes no spare")
+    monkeypatch.setattr(warm, "pids_cgroup_parent", lambda: Path("/nonexistent/evoforge-pids"))
+    WARM._drop(task.root.resolve())
+    code = PROGRAM.format(server_pid=os.getpid())  # cold: its parent is this process
+
+    outcome = _evaluate(task, code)
+
+    assert outcome.ok and outcome.score == 2.0, outcome.error  # run cold, by this process
+    assert outcome.process_limit.startswith("cgroup-pids")  # in a pids cgroup of its own
+    WARM._drop(task.root.resolve())
