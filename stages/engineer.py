@@ -103,20 +103,25 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
     node.params = space.defaults()
     stage = ctx.task.search_stage
     key = EvalKey.of(node.code, stage, node.params)
-    served = None if node.origin == "seed" else await ctx.repeats.claim(key)  # a seed: always run
+    # a seed always runs; so does a resumed node whose own study holds its defaults' evaluation
+    # (a copy of it proposed meanwhile must not take its place: its cut-off study goes on)
+    earlier = earlier_defaults(node, ctx) if space else None
+    own = node.origin == "seed" or earlier is not None
+    served = None if own else await ctx.repeats.claim(key)
     if served is not None and served.node_id == node.id:  # itself, resumed (its study cut off):
         served = None  # it goes on where it stopped, and its record is renewed when it settles
     if served is not None:
         return StageResult(serve_repeat(node, served))
     settled = None
     try:
-        settled = await _evaluate_new(item, node, space, ctx)
+        settled = await _evaluate_new(item, node, space, ctx, earlier)
     finally:  # recorded when complete; otherwise (pruned, rejected, cancelled) the key is free
         ctx.repeats.finish(key, settled, stage)
     return StageResult(settled)
 
 
-async def _evaluate_new(item: Item, node: Node, space: ParamSpace, ctx: StageContext) -> Node:
+async def _evaluate_new(item: Item, node: Node, space: ParamSpace, ctx: StageContext,
+                        earlier: TrialOutcome | None = None) -> Node:
     """The evaluation of a program no earlier node evaluated (unless too like a pool member)."""
     reason = None if node.origin == "seed" else (  # a failed seed is evaluated again on a rerun
         novelty_rejection(node.code, ctx.pool, ctx.config.search, novelty_similarity(ctx)))
@@ -124,7 +129,6 @@ async def _evaluate_new(item: Item, node: Node, space: ParamSpace, ctx: StageCon
         node.status, node.failed_stage = REJECTED, "engineer"
         node.error = f"rejected before evaluation: {reason}"
         return node
-    earlier = earlier_defaults(node, ctx) if space else None
     if earlier is not None:  # a resumed run: the study already holds the defaults' evaluation
         return settle_from_study(node, earlier, ctx.task.search_stage)
     request = request_for(node, ctx, node.params)
