@@ -27,6 +27,7 @@ from evoforge.evaluators.forkserver import MAX_MESSAGE
 from evoforge.evaluators.launch import ChildSpec, Running, child_env
 from evoforge.evaluators.sandbox_io import _Tail
 from evoforge.evaluators.task import EVALUATOR
+from evoforge.infra.processes import wait_or_kill
 
 COMPAT_DIR = Path(__file__).resolve().parent / "compat"
 _START_TIMEOUT_S = 120.0
@@ -84,7 +85,8 @@ class WarmChild:
         message = await self._next()
         if message is None or "pid" not in message:
             self.close()
-            why = (message or {}).get("error") or self.server.why_gone()
+            error = (message or {}).get("error")
+            why = f"{error}{self.server.stderr_hint()}" if error else self.server.why_gone()
             raise ServerGone(f"the fork server did not start the child: {why}")
         self.pid = int(message["pid"])
         if message.get("cgroup"):
@@ -194,13 +196,17 @@ class ForkServer:
         state = f"exit code {code}" if code is not None else "no answer"
         if code is not None and code < 0:
             state = f"killed by signal {-code}"
-        last = ""
-        if self._log_path is not None:
-            with contextlib.suppress(OSError):
-                lines = self._log_path.read_text(errors="replace").strip().splitlines()
-                last = f"; last stderr line: {lines[-1][:300]}" if lines else ""
         pid = self.proc.pid if self.proc is not None else "?"
-        return f"the fork server (pid {pid}) is gone: {state}{last}"
+        return f"the fork server (pid {pid}) is gone: {state}{self.stderr_hint()}"
+
+    def stderr_hint(self) -> str:
+        """The last line the server (or a spare child of it) wrote on its stderr, as a hint."""
+        if self._log_path is None:
+            return ""
+        with contextlib.suppress(OSError):
+            lines = self._log_path.read_text(errors="replace").strip().splitlines()
+            return f"; last stderr line: {lines[-1][:300]}" if lines else ""
+        return ""
 
     async def start(self, spec: ChildSpec) -> Running:
         """Have the server start a child for ``spec`` (harness arguments in ``spec.argv``): its
@@ -263,11 +269,7 @@ class ForkServer:
             self.control.close()
             self.control = None
         if self.proc is not None:
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            wait_or_kill(self.proc)
         if self._log_path is not None:
             with contextlib.suppress(OSError):
                 self._log_path.unlink()

@@ -110,6 +110,7 @@ class _Server:
         self.children: dict[int, int] = {}  # child pid -> its reply socket's descriptor
         self.spare: _Spare | None = None
         self.made = self.spare_deaths = 0
+        self.cgroup_error: str | None = None
 
     def prepare_spare(self) -> None:
         if self.spare is not None or self.spare_deaths >= _SPARE_DEATHS:
@@ -120,8 +121,8 @@ class _Server:
             cgroup = os.path.join(self.cgroup_parent, f"evoforge-{os.getpid()}-{self.made}")
             try:
                 os.mkdir(cgroup)
-            except OSError:
-                cgroup = None  # the request then carries a cgroup of the client's making
+            except OSError as exc:  # said in the reply to the request that needed it
+                self.cgroup_error, cgroup = f"{cgroup}: {exc}", None
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             pid = os.fork()
@@ -147,7 +148,8 @@ class _Server:
         if len(passed) == 3 and self.cgroup_parent and (spare is None or spare.cgroup is None):
             if spare is not None:
                 self._discard(spare)
-            _send(reply, {"error": "no spare child in a pids cgroup could be made"})
+            why = self.cgroup_error or f"{self.spare_deaths} spares died waiting"
+            _send(reply, {"error": f"no spare child in a pids cgroup could be made: {why}"})
             _close(fds)
             return
         if spare is not None and len(passed) == 3:  # no cgroup of the client's: the spare's is used

@@ -45,7 +45,6 @@ __all__ = ["COMPAT_DIR", "WARM", "ForkServer", "ServerGone", "WarmPool", "finger
 log = logging.getLogger(__name__)
 
 MAX_SERVERS = 4  # fork servers kept at once in one process (least recently used retired first)
-_INLINE_FILES = 64  # a task folder this small is checked for changes on the event loop
 
 
 def preload_modules(task: Task) -> list[str]:
@@ -91,12 +90,6 @@ class WarmPool:
         """The task's running fork server, started or replaced as needed; None: run it cold."""
         if not sys.platform.startswith("linux"):
             return None
-        root = task.root.resolve()
-        server = self._servers.get(root)
-        if server is not None and len(server.fingerprint) <= _INLINE_FILES and server.alive() \
-                and server.fingerprint == fingerprint(root):  # the usual case: no thread hop
-            server.used_at = time.monotonic()
-            return server
         return await asyncio.to_thread(self._server_for, task)
 
     def _server_for(self, task: Task) -> ForkServer | None:
@@ -133,6 +126,9 @@ class WarmPool:
             server = ForkServer(root, now, preload, cgroup_parent=parent)
             try:
                 server.boot()
+                if server.failed_imports:  # each child imports them again, and fails as cold would
+                    log.warning("sandbox: the fork server of %s could not preload %s", root,
+                                "; ".join(f"{m} ({e})" for m, e in server.failed_imports.items()))
                 self.counts["started"] += 1
                 self._cold.pop(root, None)
                 return server

@@ -108,8 +108,6 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
     earlier = earlier_defaults(node, ctx) if space else None
     own = node.origin == "seed" or earlier is not None
     served = None if own else await ctx.repeats.claim(key)
-    if served is not None and served.node_id == node.id:  # itself, resumed (its study cut off):
-        served = None  # it goes on where it stopped, and its record is renewed when it settles
     if served is not None:
         return StageResult(serve_repeat(node, served))
     settled = None

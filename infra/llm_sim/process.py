@@ -14,6 +14,7 @@ from typing import IO, Any
 import httpx
 
 from evoforge.infra.llm_sim.server import SimConfig
+from evoforge.infra.processes import wait_or_kill
 
 _START_TIMEOUT_S = 30.0
 _DEFAULT_CONFIG = SimConfig()
@@ -67,11 +68,7 @@ class SimulatorProcess:
     def __exit__(self, *exc: Any) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+            wait_or_kill(self._proc)
         if self._reader is not None:
             self._reader.join(timeout=2)  # the pipe is at EOF once the process has exited
             self._reader = None
