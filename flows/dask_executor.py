@@ -22,21 +22,21 @@ import threading
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from prefect.context import FlowRunContext
 from prefect.settings import (
     PREFECT_API_URL,
-    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
     temporary_settings,
 )
 from prefect.task_runners import TaskRunner
 
+from evoforge.flows.prefect_server import start_temporary_server
 from evoforge.infra.config import RunConfig
 
 log = logging.getLogger("evoforge.dask")
 SCHEDULER_TIMEOUT_S = 10.0
-SERVER_START_S = 90
 DASK_LOG_ENV = "DASK_LOGGING__DISTRIBUTED"  # Dask's own log level; evoforge's default: warning
 
 
@@ -91,8 +91,9 @@ def is_local_address(address: str) -> bool:
 
 
 @asynccontextmanager
-async def dask_environment(cfg: RunConfig) -> AsyncIterator[None]:
-    """Around the flow: the scheduler checked, and a Prefect API the workers can reach."""
+async def dask_environment(cfg: RunConfig, log_path: Path | None = None) -> AsyncIterator[None]:
+    """Around the flow: the scheduler checked, and a Prefect API the workers can reach (a temporary
+    server started here writes to `log_path`)."""
     _prefect_dask()
     if DASK_LOG_ENV not in os.environ:  # the scheduler and nannies of a local cluster log here
         logging.getLogger("distributed").setLevel(logging.WARNING)
@@ -113,12 +114,7 @@ async def dask_environment(cfg: RunConfig) -> AsyncIterator[None]:
         print(f"[evoforge] executor dask: {where}; workers report to {api}{note}", file=sys.stderr)
         yield
         return
-    from prefect.server.api.server import SubprocessASGIServer  # the server's app: only when needed
-
-    server = SubprocessASGIServer()  # the same instance Prefect's clients would start on their own
-    # starting it races the cluster's worker processes for CPU: more patience than Prefect's 20 s
-    patience = max(SERVER_START_S, PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
-    await asyncio.to_thread(server.start, patience)
+    server = await asyncio.to_thread(start_temporary_server, log_path)  # the one Prefect's clients use
     print(f"[evoforge] executor dask: {where}; workers report to Prefect's temporary server "
           f"{server.api_url}{note}", file=sys.stderr)
     with temporary_settings({PREFECT_API_URL: server.api_url}):

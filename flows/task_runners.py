@@ -8,12 +8,15 @@ every evaluation worker; `dask` gets prefect-dask's `DaskTaskRunner` (flows/dask
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from evoforge.flows.dask_executor import DaskSetupError, dask_environment, dask_task_runner
+from evoforge.flows.prefect_server import needs_temporary_server, start_temporary_server
 from evoforge.flows.prepare import RunRequest
 
 
@@ -29,13 +32,17 @@ def task_runner_for(request: RunRequest) -> TaskRunner:
 
 @asynccontextmanager
 async def runner_environment(request: RunRequest) -> AsyncIterator[None]:
-    """Around the flow run: nothing, or (dask) a checked scheduler and an API its workers reach."""
+    """Around the flow run: Prefect's temporary server started with its output in run.log (when no
+    API is set), and (dask) a checked scheduler with an API its workers reach."""
+    log_path = Path(request.run_dir) / "run.log" if request.run_dir else None
     if request.config.engine.executor != "dask":
+        if needs_temporary_server():
+            await asyncio.to_thread(start_temporary_server, log_path)
         yield
         return
     if not request.prefect_tasks:
         raise DaskSetupError("engine.executor: dask runs evaluations as Prefect task runs: "
                              "drop --no-prefect-tasks")
-    async with dask_environment(request.config):
+    async with dask_environment(request.config, log_path):
         yield
 
