@@ -14,7 +14,6 @@ import json
 import os
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="evoforge-bench-prefect-"))
@@ -24,15 +23,14 @@ from evoforge.flows.cli import main  # noqa: E402
 from evoforge.infra.llm_sim.process import SimulatorProcess  # noqa: E402
 from evoforge.infra.llm_sim.server import SimConfig  # noqa: E402
 from evoforge.infra.nodestore import NodeStore  # noqa: E402
-from evoforge.stages.pool import normalized_code_hash  # noqa: E402
+from evoforge.stages.repeats import duplicate_evaluations  # noqa: E402
 
 
-def duplicate_evaluations(run_dir: Path) -> tuple[int, int]:
+def duplicate_evaluations_of(run_dir: Path) -> tuple[int, int]:
     """(evaluations that repeated an evaluated program, evaluated nodes) of the run."""
     with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:
-        evaluated = [n for n in store.all() if n.was_evaluated]
-    counts = Counter(normalized_code_hash(n.code) for n in evaluated)
-    return sum(c - 1 for c in counts.values()), len(evaluated)
+        nodes = store.all()
+    return duplicate_evaluations(nodes), sum(n.was_evaluated for n in nodes)
 
 
 def one_run(label: str, seed: int, args: argparse.Namespace, root: Path, base_url: str | None) -> dict:
@@ -43,7 +41,7 @@ def one_run(label: str, seed: int, args: argparse.Namespace, root: Path, base_ur
                  "--workers", f"research={args.slots},engineer={args.engineers}",
                  "--seed", str(seed), "--quiet", "--no-mlflow"])
     status = json.loads((run_dir / "status.json").read_text())
-    duplicates, evaluated = duplicate_evaluations(run_dir)
+    duplicates, evaluated = duplicate_evaluations_of(run_dir)
     return {"llm": label, "seed": seed, "exit": code, "evaluations": status["evaluations"],
             "evaluated_nodes": evaluated, "duplicate_evaluations": duplicates,
             "repeats_served": status.get("repeats", "n/a"), "proposals": status["proposals"],

@@ -144,11 +144,11 @@ class ForkServer:
     used_at: float = 0.0
     cgroup_parent: Path | None = None  # where the server makes its children's pids cgroups
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _log_path: Path | None = None
 
     @property
     def makes_cgroup(self) -> bool:
         return self.cgroup_parent is not None
-    _log_path: Path | None = None
 
     def boot(self) -> None:
         """Start the server and preload its modules (blocking: call it off the event loop)."""
@@ -178,7 +178,7 @@ class ForkServer:
         if not hello.get("ready"):
             self.close()
             if "threads_after" in hello:
-                raise _Threaded(hello["threads_after"])
+                raise PreloadThreaded(hello["threads_after"])
             raise ServerGone(f"the fork server did not start: {self.why_gone()}")
         self.failed_imports = hello.get("failed", {})
         mine.settimeout(None)
@@ -275,7 +275,7 @@ class ForkServer:
                 self._log_path.unlink()
 
 
-class _Threaded(Exception):
+class PreloadThreaded(Exception):
     """Importing this module left a thread running in the fork server."""
 
     def __init__(self, module: str) -> None:

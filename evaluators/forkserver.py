@@ -26,7 +26,6 @@ is reaped, or ``{"error": ...}`` when it could not be started.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import importlib
 import io
@@ -40,15 +39,13 @@ import sys
 import traceback
 
 from evoforge.evaluators import harness
-from evoforge.evaluators.isolation import IsolationPlan
+from evoforge.evaluators.isolation import IsolationPlan, confine
 
 RESULT_FD = 3  # the result pipe's number in a child
 MAX_MESSAGE = 1 << 20
 _MAX_FDS = 8
 _SETUP_FAILED = 126  # a child's exit code when it could not confine itself (reason on its stderr)
 _SPARE_DEATHS = 3  # spares that die waiting before the server makes no more
-_PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def serve(control_fd: int, compat_dir: str) -> None:
@@ -296,15 +293,10 @@ def _child(request: dict, fds: list[int], sys_path: list[str]) -> None:
         signal.set_wakeup_fd(-1)
         for signum in (signal.SIGCHLD, signal.SIGINT):
             signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
-        if request.get("plan"):
-            IsolationPlan.from_json(request["plan"]).apply_in_child()  # chdir, then the uid
-        else:
+        plan = IsolationPlan.from_json(request["plan"]) if request.get("plan") else None
+        if plan is None:  # (a plan's isolation changes into the folder itself, after its mounts)
             os.chdir(request["workdir"])
-        for res, soft, hard in request["rlimits"]:
-            resource.setrlimit(res, (soft, hard))
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != server:
-            os._exit(1)
+        confine(plan, request["rlimits"], server)
         os.environ.clear()
         os.environ.update({**request["env"], "EVOFORGE_RESULT_FD": str(RESULT_FD)})
         sys.path[:] = [request["workdir"], *sys_path]

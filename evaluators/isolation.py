@@ -32,7 +32,9 @@ import fcntl
 import logging
 import os
 import pwd
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,6 +57,7 @@ _MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 
 _SHM_OPTIONS = b"mode=1777,size=64m"
 _SCRATCH_TMPFS = b"mode=0711,size=25%"  # the private directories' tmpfs (a quarter of the RAM at most)
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_PR_SET_PDEATHSIG = 1
 
 
 class IsolationError(OSError):
@@ -112,6 +115,22 @@ class IsolationPlan:
         os.setgid(self.uid)
         os.setuid(self.uid)
 
+
+
+def confine(plan: IsolationPlan | None, rlimits: list[tuple[int, int, int]], parent: int) -> None:
+    """In a sandbox child that has joined its pids cgroup (cold: between fork and exec; warm: in
+    the fork server's child): isolate it (namespaces, then the dedicated uid), set its rlimits,
+    then make it die with ``parent`` (set last: a uid change clears it), dying now if ``parent``
+    is gone already: a child whose starter died (e.g. a Dask worker killed mid-evaluation) does
+    not live on as an orphan that nobody times out."""
+    if plan is not None:
+        plan.apply_in_child()
+    for res, soft, hard in rlimits:
+        resource.setrlimit(res, (soft, hard))
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
 
 def _call(what: str, rc: int) -> None:
     if rc != 0:

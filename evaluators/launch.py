@@ -10,11 +10,7 @@ The sandbox (sandbox.py) owns what surrounds it: the uid, the cgroup, the kills,
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
-import resource
-import signal
-import sys
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,10 +25,6 @@ from evoforge.evaluators.sandbox_io import ChildProtocol
 # and never touches LanceDB's runtime, so the warning says nothing about it
 warnings.filterwarnings("ignore", message="lancedb fork support is experimental", category=RuntimeWarning)
 
-# the child dies with the thread that started it (e.g. a Dask worker killed mid-evaluation),
-# instead of living on as an orphan that nobody times out: prctl(PR_SET_PDEATHSIG, SIGKILL)
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
-_PR_SET_PDEATHSIG = 1
 _PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 
@@ -96,21 +88,14 @@ class Launcher(Protocol):
 
 def _make_preexec(rlimits: list[tuple[int, int, int]], procs_fd: int | None,
                   plan: isolation.IsolationPlan | None) -> Callable[[], None]:
-    """The child-side hook run between fork and exec: join the cgroup, isolate (namespaces and
-    the dedicated uid), set rlimits, then die with the parent (set last: a uid change clears it)."""
+    """The child-side hook run between fork and exec: join the cgroup, then be confined
+    (isolation.confine: namespaces and the dedicated uid, rlimits, death with the parent)."""
     parent = os.getpid()
 
     def preexec() -> None:
         if procs_fd is not None:
             os.write(procs_fd, str(os.getpid()).encode())
-        if plan is not None:
-            plan.apply_in_child()
-        for res, soft, hard in rlimits:
-            resource.setrlimit(res, (soft, hard))
-        if _LIBC is not None:
-            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            if os.getppid() != parent:  # the parent died before the line above: die now
-                os._exit(1)
+        isolation.confine(plan, rlimits, parent)
 
     return preexec
 
@@ -142,24 +127,20 @@ class _Cold:
     makes_cgroup = False
 
     async def start(self, spec: ChildSpec) -> Running:
-        return await _start_cold(spec)
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.subprocess_exec(
+            lambda: ChildProtocol(spec.output_bytes),
+            *spec.argv,
+            cwd=str(spec.workdir),
+            env={**spec.env, "EVOFORGE_RESULT_FD": str(spec.result_fd)},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            pass_fds=(spec.result_fd,),
+            start_new_session=True,
+            preexec_fn=_make_preexec(spec.rlimits, spec.procs_fd, spec.plan),
+        )
+        return _ColdChild(transport, protocol)
 
 
 COLD = _Cold()
-
-
-async def _start_cold(spec: ChildSpec) -> Running:
-    loop = asyncio.get_running_loop()
-    transport, protocol = await loop.subprocess_exec(
-        lambda: ChildProtocol(spec.output_bytes),
-        *spec.argv,
-        cwd=str(spec.workdir),
-        env={**spec.env, "EVOFORGE_RESULT_FD": str(spec.result_fd)},
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        pass_fds=(spec.result_fd,),
-        start_new_session=True,
-        preexec_fn=_make_preexec(spec.rlimits, spec.procs_fd, spec.plan),
-    )
-    return _ColdChild(transport, protocol)

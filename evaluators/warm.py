@@ -37,7 +37,7 @@ from collections import Counter
 from pathlib import Path
 
 from evoforge.evaluators.cgroup_pids import pids_cgroup_parent, process_limit_mechanism
-from evoforge.evaluators.fork_client import COMPAT_DIR, ForkServer, ServerGone, _Threaded
+from evoforge.evaluators.fork_client import COMPAT_DIR, ForkServer, PreloadThreaded, ServerGone
 from evoforge.evaluators.task import EVALUATOR, Task
 
 __all__ = ["COMPAT_DIR", "WARM", "ForkServer", "ServerGone", "WarmPool", "fingerprint", "preload_modules"]
@@ -132,7 +132,7 @@ class WarmPool:
                 self.counts["started"] += 1
                 self._cold.pop(root, None)
                 return server
-            except _Threaded as threaded:  # preload only what came before it
+            except PreloadThreaded as threaded:  # preload only what came before it
                 log.warning("sandbox: importing %s starts a thread, so the fork server of %s does "
                             "not preload it or what follows it", threaded.module, root)
                 preload = preload[: preload.index(threaded.module)]

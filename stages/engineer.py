@@ -28,7 +28,7 @@ from evoforge.stages.item import Item
 from evoforge.stages.novelty import EmbeddingSimilarity, novelty_rejection
 from evoforge.stages.param_space import ParamSpace, SpaceError, hardcoded_values, parse_space
 from evoforge.stages.param_study import TrialOutcome, stored_default, study_name_of
-from evoforge.stages.repeats import EvalKey, serve_repeat
+from evoforge.stages.repeats import EvalKey, knob_space, serve_repeat
 from evoforge.stages.speculation import Reference
 from evoforge.stages.stage import COMMIT, Admission, Stage, StageResult, WorkerBounds
 from evoforge.stages.staleness import DROP, REFLECT, decide
@@ -95,7 +95,7 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
         node.status, node.failed_stage, node.error = FAILED, GUARD, str(violation)
         return StageResult(node)
     try:
-        space = parse_space(node.code) if ctx.task.is_python else ParamSpace()  # knobs are Python
+        space = knob_space(node.code, ctx.task)
     except SpaceError as exc:  # a malformed knob declaration: no sandbox run
         node.status, node.failed_stage, node.error = FAILED, GUARD, f"parameter space: {exc}"
         return StageResult(node)

@@ -30,7 +30,7 @@ from typing import Any
 
 from evoforge.evaluators.task import Task
 from evoforge.infra.nodes import EVALUATED, FAILED, REJECTED, ROLLED_BACK, Node
-from evoforge.stages.param_space import SpaceError, parse_space
+from evoforge.stages.param_space import ParamSpace, SpaceError, parse_space
 from evoforge.stages.pool import normalized_code_hash
 
 _ERROR_CHARS = 300
@@ -132,7 +132,7 @@ class RepeatMemo:
             if not node.was_evaluated or node.repeat_of is not None:
                 continue
             try:
-                params = default_params(node.code, task)
+                params = knob_space(node.code, task).defaults()
             except SpaceError:  # a malformed knob declaration: it failed before any evaluation
                 continue
             key = EvalKey.of(node.code, stage, params)
@@ -141,9 +141,10 @@ class RepeatMemo:
         return memo
 
 
-def default_params(code: str, task: Task) -> dict[str, Any]:
-    """The knob defaults the engineer evaluates `code` with (knobs are Python only)."""
-    return parse_space(code).defaults() if task.is_python else {}
+def knob_space(code: str, task: Task) -> ParamSpace:
+    """The knobs of `code` the engineer evaluates it with (knobs are Python only); raises
+    SpaceError for a malformed declaration."""
+    return parse_space(code) if task.is_python else ParamSpace()
 
 
 def serve_repeat(node: Node, record: Recorded) -> Node:
