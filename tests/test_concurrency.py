@@ -9,7 +9,6 @@ of the nodes it names.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -44,5 +43,7 @@ def test_many_concurrent_workers_leave_one_consistent_database(tmp_path: Path) -
     # designed but not evaluated when the budget was met: kept for a continued run, never half-done
     assert all(n.status.terminal or (n.status == PROPOSED and not n.was_evaluated) for n in nodes), \
         Counter(str(n.status) for n in nodes)
-    busy = [json.loads(line)["stages"]["research"]["busy"] for line in (run_dir / "timeline.jsonl").open()]
-    assert max(busy) >= 2  # research calls really overlapped
+    # research calls really overlapped: their busy seconds, summed over the workers, exceed the
+    # run's wall time, so at some moment two or more ran at once (measured: 24-25 s in 6.2-6.7 s).
+    # The timeline's few samples (every ~2 s) can all miss the overlap: one CI run saw at most 1.
+    assert status["research_busy_s"] > 1.5 * status["wall_s"] > 0
