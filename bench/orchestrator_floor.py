@@ -38,7 +38,7 @@ def prefect_task_run(n: int) -> float:
     from prefect import flow, task
     from prefect.utilities.annotations import opaque
 
-    from evoforge.flows.stage_calls import TASK_OPTIONS
+    from evoforge.infra.prefect_tasks import TASK_OPTIONS
 
     @task(name="noop", task_run_name="noop-{label}", **TASK_OPTIONS)
     async def noop(label: str, payload: object) -> None:

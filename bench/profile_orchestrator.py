@@ -35,7 +35,7 @@ from evoforge.flows.cli import main  # noqa: E402
 from evoforge.infra.llm_sim.process import SimulatorProcess  # noqa: E402
 from evoforge.infra.llm_sim.server import SimConfig  # noqa: E402
 from evoforge.infra.tracking import Tracker  # noqa: E402
-from evoforge.stages.commit import Committer  # noqa: E402
+from evoforge.stages.sinks.commit import Committer  # noqa: E402
 
 ROOT = Path(sys.modules[main.__module__].__file__).resolve().parents[1]  # the package's folder
 
@@ -45,19 +45,20 @@ ROOT = Path(sys.modules[main.__module__].__file__).resolve().parents[1]  # the p
 COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
     ("mlflow: candidate runs", ("infra/tracking.py:Tracker._run",)),
     ("mlflow: LLM traces", ("infra/tracking.py:Tracker._flush_traces",)),
-    ("duckdb writes (Committer.flush)", ("stages/commit.py:Committer.flush",)),
-    ("status/leaderboard snapshot", ("stages/commit.py:Committer.write_snapshot",
+    ("duckdb writes (Committer.flush)", ("stages/sinks/commit.py:Committer.flush",)),
+    ("status/leaderboard snapshot", ("stages/sinks/commit.py:Committer.write_snapshot",
                                      "infra/timeline.py:Timeline.append")),
-    ("commit: record_result (files, pool, MLflow enqueue)", ("stages/commit.py:Committer.record_result",)),
-    ("commit: record_proposal", ("stages/commit.py:Committer.record_proposal",)),
-    ("commit: slow writes (lessons -> cognition)", ("stages/commit.py:work",)),
+    ("commit: record_result (files, pool, MLflow enqueue)",
+     ("stages/sinks/commit.py:Committer.record_result",)),
+    ("commit: record_proposal", ("stages/sinks/commit.py:Committer.record_proposal",)),
+    ("commit: slow writes (lessons -> cognition)", ("stages/sinks/commit.py:work",)),
     ("minilm embeddings (all callers)", ("cognition/minilm.py:MiniLMEmbedder.embed",)),
     ("learn stage (cognition retrieval)", ("stages/learn.py:Learn.run",)),
     ("research stage (prompt + LLM call + parse)", ("stages/research.py:research",)),
     ("analyze stage (LLM call + parse)", ("stages/analyze.py:analyze",)),
     ("engineer stage (novelty, checks, evaluation)", ("stages/engineer.py:engineer",)),
-    ("  of which: evaluation job (sandbox driver)", ("stages/evaluation_job.py:run_evaluation",)),
-    ("  of which: novelty", ("stages/novelty.py:novelty_rejection",)),
+    ("  of which: evaluation job (sandbox driver)", ("stages/evaluation/job.py:run_evaluation",)),
+    ("  of which: novelty", ("stages/population/novelty.py:novelty_rejection",)),
     ("openai client: chat call", ("infra/llm/openai_backend.py:OpenAIBackend.complete",)),
     ("sampling (draw_item)", ("stages/sample/draw.py:draw_item",)),
     ("prefect artifacts (progress)", ("flows/prefect_artifacts.py:RunArtifacts._update",)),

@@ -2,8 +2,8 @@
 
 from evoforge.cognition.embedder import Embedder
 from evoforge.cognition.embeddings import make_embedder
+from evoforge.cognition.entries import CognitionItem
 from evoforge.cognition.errors import CognitionError
-from evoforge.cognition.item import CognitionItem
 from evoforge.cognition.lexical import LexicalEmbedder
 from evoforge.cognition.minilm import MiniLMEmbedder
 from evoforge.cognition.openai_embedder import OpenAIEmbedder

@@ -11,8 +11,8 @@ import json
 import re
 from pathlib import Path
 
+from evoforge.cognition.entries import CognitionItem
 from evoforge.cognition.errors import CognitionError
-from evoforge.cognition.item import CognitionItem
 
 SEED_SUFFIXES = (".md", ".jsonl")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")

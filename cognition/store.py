@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from evoforge.cognition.embedder import Embedder
+from evoforge.cognition.entries import CognitionItem
 from evoforge.cognition.errors import CognitionError
-from evoforge.cognition.item import CognitionItem
 
 TABLE = "items"
 META_FILE = "cognition.json"

@@ -47,7 +47,7 @@ class CaseResult:
 class CaseOutcome(EvalOutcome):
     """The judged result of evaluating a candidate on an ordered list of cases."""
 
-    cascade_stage: int | None = None
+    cascade_step: int | None = None
     case_scores: dict[str, float] = field(default_factory=dict)
     cases_done: int = 0
     cases_total: int = 0

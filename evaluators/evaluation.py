@@ -8,7 +8,7 @@ finite score (``evaluators/fitness.py``: the objective metric, else OpenEvolve's
 numeric metrics); an ``error`` entry beside a score is kept as an artifact, as OpenEvolve keeps it.
 ``quick_test_program`` runs the task's quick test (``task.yaml``: ``quick_test``) the same way,
 under its own short timeout: it passes unless the function raises, reports ``ok`` false or a
-non-empty ``error``, or the run dies. Both hand the stage (with its declared ``data_fraction``)
+non-empty ``error``, or the run dies. Both hand the level (with its declared ``data_fraction``)
 and the candidate's parameter values (``params``, its knob values, written to ``PARAMS_FILE``
 for the harness) to the child; ``cpu_s`` is the CPU time the child reported. Example::
 
@@ -53,7 +53,7 @@ class EvalOutcome:
     artifacts: dict[str, str]
     error: str | None
     seconds: float
-    cascade_stage: int | None
+    cascade_step: int | None
     stdout_tail: str = ""
     stderr_tail: str = ""
     process_limit: str = field(default="none", repr=False)
@@ -64,13 +64,13 @@ async def evaluate_program(
     task: Task,
     code: str,
     *,
-    stage: str = "full",
+    level: str = "full",
     params: dict[str, Any] | None = None,
     limits: SandboxLimits | None = None,
     scratch_root: Path | None = None,
 ) -> EvalOutcome:
-    """Run ``task``'s evaluator on ``code`` at ``stage`` with parameter values ``params``; judge it."""
-    result, seconds = await _run_at_stage(task, code, stage, params, _harness_args(task), limits,
+    """Run ``task``'s evaluator on ``code`` at ``level`` with parameter values ``params``; judge it."""
+    result, seconds = await _run_at_level(task, code, level, params, _harness_args(task), limits,
                                           scratch_root)
     return judge(task, result, seconds)
 
@@ -79,7 +79,7 @@ async def quick_test_program(
     task: Task,
     code: str,
     *,
-    stage: str = "full",
+    level: str = "full",
     params: dict[str, Any] | None = None,
     limits: SandboxLimits | None = None,
     scratch_root: Path | None = None,
@@ -88,7 +88,7 @@ async def quick_test_program(
     if task.quick_test is None:
         raise ValueError(f"task '{task.name}' declares no quick test")
     quick = replace(limits or SandboxLimits(), timeout_s=task.quick_test.timeout_s, cpu_s=None)
-    result, seconds = await _run_at_stage(task, code, stage, params,
+    result, seconds = await _run_at_level(task, code, level, params,
                                           ["--function", task.quick_test.function], quick, scratch_root)
     outcome = _outcome(result, seconds)
     outcome.error = _run_failure(result, result.payload or {})
@@ -156,12 +156,12 @@ async def _harness_once(task: Task, code: str, args: list[str], limits: SandboxL
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-async def _run_at_stage(task: Task, code: str, stage: str, params: dict[str, Any] | None,
+async def _run_at_level(task: Task, code: str, level: str, params: dict[str, Any] | None,
                         extra: list[str], limits: SandboxLimits | None,
                         scratch_root: Path | None) -> tuple[SandboxResult, float]:
-    """The harness run with the stage and parameter values, plus `extra` arguments; and its seconds."""
+    """The harness run with the level and parameter values, plus `extra` arguments; and its seconds."""
     start = time.monotonic()
-    args, files = _settings_args(task, stage, params)
+    args, files = _settings_args(task, level, params)
     result = await run_harness(task, code, args + extra, limits=limits, scratch_root=scratch_root,
                                files=files)
     return result, time.monotonic() - start
@@ -180,11 +180,11 @@ def _prepare(task: Task, code: str, workdir: Path, files: dict[str, str]) -> Non
 
 
 def _settings_args(
-    task: Task, stage: str, params: dict[str, Any] | None
+    task: Task, level: str, params: dict[str, Any] | None
 ) -> tuple[list[str], dict[str, str]]:
-    """Harness arguments and files carrying the stage, its data fraction and the parameter values."""
-    args = ["--stage", stage]
-    fraction = next((s.data_fraction for s in task.stages if s.name == stage), None)
+    """Harness arguments and files carrying the level, its data fraction and the parameter values."""
+    args = ["--level", level]
+    fraction = next((s.data_fraction for s in task.levels if s.name == level), None)
     if fraction is not None:
         args += ["--data-fraction", repr(fraction)]
     if params is None:
@@ -194,8 +194,8 @@ def _settings_args(
 
 def _harness_args(task: Task) -> list[str]:
     args = []
-    if task.stage_aware:
-        args.append("--stage-aware")
+    if task.level_aware:
+        args.append("--level-aware")
     if task.params_aware:
         args.append("--params-aware")
     if task.cascade:
@@ -210,7 +210,7 @@ def judge(task: Task, result: SandboxResult, seconds: float) -> EvalOutcome:
     outcome.error = _run_failure(result, payload)
     if outcome.error is not None:
         return outcome
-    cascade = f" (cascade stopped at stage {payload.get('cascade_stage')})" if task.cascade else ""
+    cascade = f" (cascade stopped at stage {payload.get('cascade_step')})" if task.cascade else ""
     flags = payload.get("flags") if isinstance(payload.get("flags"), list) else ()
     score = objective_score(task, outcome.metrics, outcome.artifacts, flags, f"evaluator result{cascade}")
     outcome.score, outcome.error, outcome.ok = score.value, score.failure, score.failure is None
@@ -222,7 +222,7 @@ def judge(task: Task, result: SandboxResult, seconds: float) -> EvalOutcome:
 def _outcome(result: SandboxResult, seconds: float) -> EvalOutcome:
     """A not-yet-judged outcome carrying what the run reported."""
     payload = result.payload or {}
-    stage = payload.get("cascade_stage")
+    stage = payload.get("cascade_step")
     cpu = payload.get("cpu_s")
     return EvalOutcome(
         ok=False,
@@ -232,7 +232,7 @@ def _outcome(result: SandboxResult, seconds: float) -> EvalOutcome:
                    **({SANDBOX_RETRY: result.retried} if result.retried else {})},
         error=None,
         seconds=seconds,
-        cascade_stage=stage if isinstance(stage, int) else None,
+        cascade_step=stage if isinstance(stage, int) else None,
         stdout_tail=result.stdout_tail,
         stderr_tail=result.stderr_tail,
         process_limit=result.process_limit,

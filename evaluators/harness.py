@@ -3,7 +3,7 @@
 Run by the sandbox as ``python harness.py --evaluator E --program P [...]``; stdlib only, and it
 never imports evoforge. The result is one JSON object written to the file descriptor named by
 ``EVOFORGE_RESULT_FD``: ``{"ok": true, "metrics": {...}, "artifacts": {...}, "flags": [...],
-"cascade_stage": n}`` or ``{"ok": false, "error": "...", "artifacts": {"traceback": ...}}``; ``flags``
+"cascade_step": n}`` or ``{"ok": false, "error": "...", "artifacts": {"traceback": ...}}``; ``flags``
 names the metrics that were booleans (reported as 0/1). An ``async def`` evaluator function (also
 ``evaluate_stage1..3``, ``cases``, ``evaluate_case``) is awaited. Cascade evaluation follows
 OpenEvolve: run ``evaluate_stage1``; continue only while the merged metrics pass the stage's
@@ -22,10 +22,10 @@ it passes unless it raises, its ``ok`` entry is false or its ``error`` entry is 
 the report is the one ``evaluate`` gives (``{"ok": true, "metrics": ...}`` on a pass).
 
 Before evaluator.py is imported, the harness exports the evaluation's settings for the evaluator
-and the program (``evoforge_knobs.knob`` reads them): ``EVOFORGE_STAGE`` (``--stage``),
-``EVOFORGE_DATA_FRACTION`` (``--data-fraction``, when the stage declares one) and
+and the program (``evoforge_knobs.knob`` reads them): ``EVOFORGE_LEVEL`` (``--level``),
+``EVOFORGE_DATA_FRACTION`` (``--data-fraction``, when the level declares one) and
 ``EVOFORGE_PARAMS``, the JSON object of parameter values read from ``--params-file`` (deleted
-once read). ``--stage-aware`` and ``--params-aware`` pass ``stage=`` and ``params=`` to
+once read). ``--level-aware`` and ``--params-aware`` pass ``level=`` and ``params=`` to
 ``evaluate``. Every report (and the stream's last line) carries ``cpu_s``, the CPU seconds
 (user + system) of this process and its waited-for children.
 """
@@ -126,7 +126,7 @@ async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
-def _run_stage(module: Any, name: str, program: str) -> tuple[dict, dict, list[str]]:
+def _run_cascade_step(module: Any, name: str, program: str) -> tuple[dict, dict, list[str]]:
     try:
         result = _call(getattr(module, name), program)
         return (*_split_result(result), _flags(result))
@@ -138,16 +138,16 @@ def _cascade(module: Any, program: str, thresholds: list[float]) -> tuple[dict, 
     metrics: dict[str, float] = {}
     artifacts: dict[str, str] = {}
     flags: list[str] = []
-    stage = 0
-    while stage < 3 and hasattr(module, f"evaluate_stage{stage + 1}"):
-        if stage > 0 and (len(thresholds) < stage or not _passes(metrics, thresholds[stage - 1])):
+    step = 0
+    while step < 3 and hasattr(module, f"evaluate_stage{step + 1}"):
+        if step > 0 and (len(thresholds) < step or not _passes(metrics, thresholds[step - 1])):
             break
-        stage += 1
-        new_metrics, new_artifacts, new_flags = _run_stage(module, f"evaluate_stage{stage}", program)
+        step += 1
+        new_metrics, new_artifacts, new_flags = _run_cascade_step(module, f"evaluate_stage{step}", program)
         metrics.update(new_metrics)
         artifacts.update(new_artifacts)
         flags = [f for f in flags if f not in new_metrics] + new_flags
-    return metrics, artifacts, flags, stage
+    return metrics, artifacts, flags, step
 
 
 _PRECOMPILED: dict[bytes, Any] = {}  # a fork server's evaluator.py, compiled once: source -> code
@@ -206,26 +206,26 @@ def _evaluate(args: argparse.Namespace) -> dict[str, Any]:
         module = _load_evaluator(args.evaluator)
         if args.cascade:
             thresholds = [float(t) for t in args.thresholds.split(",") if t]
-            metrics, artifacts, flags, stage = _cascade(module, args.program, thresholds)
+            metrics, artifacts, flags, step = _cascade(module, args.program, thresholds)
             return {"ok": True, "metrics": metrics, "artifacts": artifacts, "flags": flags,
-                    "cascade_stage": stage}
+                    "cascade_step": step}
         where = "evaluate()"
-        kwargs: dict[str, Any] = {"stage": args.stage} if args.stage_aware else {}
+        kwargs: dict[str, Any] = {"level": args.level} if args.level_aware else {}
         if args.params_aware:
             kwargs["params"] = args.params
         result = _call(module.evaluate, args.program, **kwargs)
         metrics, artifacts = _split_result(result)
         return {"ok": True, "metrics": metrics, "artifacts": artifacts, "flags": _flags(result),
-                "cascade_stage": None}
+                "cascade_step": None}
     except BaseException as exc:  # noqa: BLE001 - SystemExit etc. are candidate failures
-        stage = None
+        step = None
         if isinstance(exc, StageFailure):
-            stage, where, exc = int(exc.where[-1]), f"{exc.where}()", exc.exc
+            step, where, exc = int(exc.where[-1]), f"{exc.where}()", exc.exc
         return {
             "ok": False,
             "error": _describe(exc, where),
             "artifacts": {"traceback": _traceback_tail(exc), "failure_stage": where},
-            "cascade_stage": stage,
+            "cascade_step": step,
         }
 
 
@@ -247,7 +247,7 @@ def _quick_test(args: argparse.Namespace) -> dict[str, Any]:
         return {"ok": False, "error": f"{where} reported error: {error}", "artifacts": artifacts}
     if not passed:
         return {"ok": False, "error": f"{where} reported ok={result['ok']!r}", "artifacts": artifacts}
-    return {"ok": True, "metrics": metrics, "artifacts": artifacts, "cascade_stage": None}
+    return {"ok": True, "metrics": metrics, "artifacts": artifacts, "cascade_step": None}
 
 
 def _failure(exc: BaseException, where: str) -> dict[str, Any]:
@@ -310,8 +310,8 @@ def _stream_cases(args: argparse.Namespace, pipe: Any) -> None:
 
 
 def _export_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """Put the stage, its data fraction and the parameter values where the evaluator reads them."""
-    os.environ["EVOFORGE_STAGE"] = args.stage
+    """Put the level, its data fraction and the parameter values where the evaluator reads them."""
+    os.environ["EVOFORGE_LEVEL"] = args.level
     if args.data_fraction is not None:
         os.environ["EVOFORGE_DATA_FRACTION"] = repr(args.data_fraction)
     if args.params_file:
@@ -337,8 +337,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--evaluator", required=True)
     parser.add_argument("--program", required=True)
-    parser.add_argument("--stage", default="full")
-    parser.add_argument("--stage-aware", action="store_true")
+    parser.add_argument("--level", default="full")
+    parser.add_argument("--level-aware", action="store_true")
     parser.add_argument("--data-fraction", type=float)
     parser.add_argument("--params-file", help="a JSON object of parameter values (deleted once read)")
     parser.add_argument("--params-aware", action="store_true")
@@ -353,7 +353,7 @@ def _parser() -> argparse.ArgumentParser:
 def warm_up() -> None:
     """Do once what every run does first (argument parsing, JSON), so a fork server's children
     inherit it done: the regular expressions and encoders these build on first use."""
-    _parser().parse_args(["--evaluator", "e.py", "--program", "p.py", "--stage", "full",
+    _parser().parse_args(["--evaluator", "e.py", "--program", "p.py", "--level", "full",
                           "--thresholds", "0.5", "--data-fraction", "0.5"])
     _split_result({"score": 1.0, "note": "text"})
     json.dumps({"ok": True, "metrics": {"score": 1.0}, "artifacts": {}, "cpu_s": _cpu_seconds()}, default=str)

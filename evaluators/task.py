@@ -8,7 +8,7 @@ defining ``evaluate(program_path)``, and optionally:
   ``cascade_thresholds``, ``cases`` (``false`` evaluates a case-based evaluator as a plain one),
   ``constraints: {required_names, forbidden_imports}`` (checked statically on every candidate),
   ``quick_test: {function, timeout_s}`` (a cheap evaluator function run before the full
-  evaluation) and ``stages`` (below). Any other key is an error that names it.
+  evaluation) and ``levels`` (below). Any other key is an error that names it.
 - ``config.yaml`` (OpenEvolve's, lenient): only ``evaluator.timeout`` -> ``timeout_s``,
   ``evaluator.cascade_evaluation`` -> ``cascade``, ``evaluator.cascade_thresholds`` ->
   ``cascade_thresholds``, ``prompt.system_message`` -> ``description``,
@@ -24,17 +24,17 @@ checked as Python -- any other is compiled and run by the task's evaluator. When
 names no ``objective.metric`` the score follows OpenEvolve (``evaluators/fitness.py``):
 ``combined_score``, else the mean of the numeric metrics.
 
-``stages`` names the evaluation stages of a stage-aware evaluator (``evaluate(program_path,
-stage=...)``), in the order ``pilot``, ``full``, ``final``; ``full`` is required::
+``levels`` names the evaluation levels of a level-aware evaluator (``evaluate(program_path,
+level=...)``), in the order ``pilot``, ``full``, ``final``; ``full`` is required::
 
-    stages:
-      pilot: {data_fraction: 0.1}   # the search stage: a fraction of the training data
+    levels:
+      pilot: {data_fraction: 0.1}   # the search level: a fraction of the training data
       full: {}                      # all training data
       final: {}                     # held-out data; only the final report runs it
 
-Without ``stages`` a task has the one stage ``full``. A staged task (one with ``pilot``) searches
-on ``pilot`` and evaluates promising candidates on ``full``; the harness hands the stage (and its
-``data_fraction``) to the evaluator. Stages need a plain ``evaluate`` (no cascade, no cases).
+Without ``levels`` a task has the one level ``full``. A gated task (one with ``pilot``) searches
+on ``pilot`` and evaluates promising candidates on ``full``; the harness hands the level (and its
+``data_fraction``) to the evaluator. Levels need a plain ``evaluate`` (no cascade, no cases).
 
 ``task.yaml`` wins over ``config.yaml``. Cascade is on when ``evaluate_stage1`` exists and no
 config turns it off (OpenEvolve's default), with OpenEvolve's default thresholds (0.5, 0.75, 0.9)
@@ -46,7 +46,7 @@ The evaluator is inspected by parsing it, never by importing it; ``evaluate`` ma
 
     task = load_task("circle_packing")
     task.better(2.1, 1.9)  # True: the objective is maximised
-    task.search_stage  # "full": circle_packing declares no pilot stage
+    task.search_level  # "full": circle_packing declares no pilot level
 """
 
 from __future__ import annotations
@@ -58,14 +58,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evoforge.evaluators.task_yaml import (
-    DEFAULT_STAGES,
+    DEFAULT_LEVELS,
     DIRECTIONS,
     EVALUATOR,
     OPENEVOLVE_CONFIG,
     QUICK_TEST_TIMEOUT_S,
     TASK_YAML,
     Constraints,
-    EvalStage,
+    EvalLevel,
     QuickTest,
     TaskError,
     one_line,
@@ -77,7 +77,7 @@ from evoforge.infra.evolve_block import END_MARKER, START_MARKER, EditError, spl
 
 __all__ = [
     "DIRECTIONS", "EVALUATOR", "OPENEVOLVE_CONFIG", "QUICK_TEST_TIMEOUT_S", "TASK_YAML",
-    "Constraints", "EvalStage", "QuickTest", "Task", "TaskError", "builtin_task_names",
+    "Constraints", "EvalLevel", "QuickTest", "Task", "TaskError", "builtin_task_names",
     "builtin_tasks_dir", "language_of", "load_task", "top_level_statements",
 ]
 PROGRAM_STEM = "initial_program"
@@ -106,13 +106,13 @@ class Task:
     timeout_s: float = 60.0
     cascade: bool = False
     cascade_thresholds: tuple[float, ...] = ()
-    stage_aware: bool = False
+    level_aware: bool = False
     params_aware: bool = False
     case_based: bool = False
     sources: tuple[str, ...] = ()
     constraints: Constraints = field(default_factory=Constraints)
     quick_test: QuickTest | None = None
-    stages: tuple[EvalStage, ...] = DEFAULT_STAGES
+    levels: tuple[EvalLevel, ...] = DEFAULT_LEVELS
     objective_declared: bool = False  # task.yaml names objective.metric: no OpenEvolve fallback
     feature_dimensions: tuple[str, ...] = OPENEVOLVE_FEATURES
     language: str = "python"
@@ -127,27 +127,27 @@ class Task:
         return a < b if self.direction == "minimize" else a > b
 
     @property
-    def staged(self) -> bool:
-        """True when the task declares a ``pilot`` stage to search on."""
-        return any(s.name == "pilot" for s in self.stages)
+    def gated(self) -> bool:
+        """True when the task declares a ``pilot`` level to search on."""
+        return any(s.name == "pilot" for s in self.levels)
 
     @property
-    def search_stage(self) -> str:
-        """The stage candidates are scored on during the search: ``pilot`` if declared, else ``full``."""
-        return "pilot" if self.staged else "full"
+    def search_level(self) -> str:
+        """The level candidates are scored on during the search: ``pilot`` if declared, else ``full``."""
+        return "pilot" if self.gated else "full"
 
     @property
     def has_final(self) -> bool:
-        """True when the task declares a held-out ``final`` stage."""
-        return any(s.name == "final" for s in self.stages)
+        """True when the task declares a held-out ``final`` level."""
+        return any(s.name == "final" for s in self.levels)
 
-    def stage(self, name: str) -> EvalStage:
-        """The declared stage called ``name``; KeyError naming the declared ones otherwise."""
-        for declared in self.stages:
+    def level(self, name: str) -> EvalLevel:
+        """The declared level called ``name``; KeyError naming the declared ones otherwise."""
+        for declared in self.levels:
             if declared.name == name:
                 return declared
-        known = ", ".join(s.name for s in self.stages)
-        raise KeyError(f"task '{self.name}' declares no stage '{name}' (stages: {known})")
+        known = ", ".join(s.name for s in self.levels)
+        raise KeyError(f"task '{self.name}' declares no level '{name}' (levels: {known})")
 
 
 def builtin_tasks_dir() -> Path:
@@ -187,9 +187,12 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     if quick_test is not None and quick_test.function not in functions:
         raise TaskError(f"{TASK_YAML}: quick_test.function '{quick_test.function}' is not defined "
                         f"at the top level of {EVALUATOR}")
-    stage_aware = "stage" in functions["evaluate"]
-    stages = settings.get("stages", DEFAULT_STAGES)
-    _check_stages(stages, stage_aware, cascade, case_based)
+    level_aware = "level" in functions["evaluate"]
+    if "stage" in functions["evaluate"] and not level_aware:
+        raise TaskError(f"{EVALUATOR}: evaluate(program_path, stage=...) is now evaluate(program_path, "
+                        f"level=...) (pilot, full and final are evaluation levels)")
+    levels = settings.get("levels", DEFAULT_LEVELS)
+    _check_levels(levels, level_aware, cascade, case_based)
     thresholds = tuple(settings.get("cascade_thresholds") or OPENEVOLVE_THRESHOLDS)
     objective = settings.get("objective", {})
     sources = []
@@ -209,13 +212,13 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
         timeout_s=float(settings.get("timeout_s", 60.0)),
         cascade=cascade,
         cascade_thresholds=thresholds if cascade else (),
-        stage_aware=stage_aware,
+        level_aware=level_aware,
         params_aware="params" in functions["evaluate"],
         case_based=case_based,
         sources=tuple(sources),
         constraints=settings.get("constraints", Constraints()),
         quick_test=quick_test,
-        stages=stages,
+        levels=levels,
         objective_declared="metric" in objective,
         feature_dimensions=tuple(settings.get("feature_dimensions", OPENEVOLVE_FEATURES)),
         language=language,
@@ -228,18 +231,18 @@ def language_of(program_name: str) -> str:
     return LANGUAGES.get(suffix, suffix.lstrip(".") or "text")
 
 
-def _check_stages(stages: tuple[EvalStage, ...], stage_aware: bool, cascade: bool, cases: bool) -> None:
-    """Stages beyond ``full`` need a plain evaluator that takes the stage."""
-    if stages == DEFAULT_STAGES:
+def _check_levels(levels: tuple[EvalLevel, ...], level_aware: bool, cascade: bool, cases: bool) -> None:
+    """Levels beyond ``full`` need a plain evaluator that takes the level."""
+    if levels == DEFAULT_LEVELS:
         return
-    names = ", ".join(s.name for s in stages)
-    if not stage_aware:
-        raise TaskError(f"{TASK_YAML}: stages ({names}) need a stage-aware evaluator: "
-                        f"{EVALUATOR} must define evaluate(program_path, stage=...)")
+    names = ", ".join(s.name for s in levels)
+    if not level_aware:
+        raise TaskError(f"{TASK_YAML}: levels ({names}) need a level-aware evaluator: "
+                        f"{EVALUATOR} must define evaluate(program_path, level=...)")
     if cascade or cases:
         kind = "a cascade (evaluate_stage1)" if cascade else "cases (cases/evaluate_case)"
-        raise TaskError(f"{TASK_YAML}: stages ({names}) cannot be combined with {kind}; "
-                        f"stages are evaluated by evaluate(program_path, stage=...)")
+        raise TaskError(f"{TASK_YAML}: levels ({names}) cannot be combined with {kind}; "
+                        f"levels are evaluated by evaluate(program_path, level=...)")
 
 
 def _resolve(spec: str | os.PathLike[str]) -> Path:

@@ -5,7 +5,7 @@
 few OpenEvolve ``config.yaml`` keys evoforge uses and ignores the rest. ``task.py`` documents the
 keys and combines the two into a ``Task``. Example::
 
-    read_task_yaml(root)["stages"]  # (EvalStage("pilot", 0.1), EvalStage("full", None))
+    read_task_yaml(root)["levels"]  # (EvalLevel("pilot", 0.1), EvalLevel("full", None))
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ OPENEVOLVE_CONFIG = "config.yaml"
 EVALUATOR = "evaluator.py"
 DIRECTIONS = ("maximize", "minimize")
 QUICK_TEST_TIMEOUT_S = 5.0
-STAGE_KEYS = {"pilot": ("data_fraction",), "full": (), "final": ()}  # names in evaluation order
+LEVEL_KEYS = {"pilot": ("data_fraction",), "full": (), "final": ()}  # names in evaluation order
+RENAMED_KEYS = {"stages": "levels"}  # keys of earlier versions: refused, naming the new one
+RENAMED_WHY = {"stages": "pilot, full and final are evaluation levels; a stage is a pipeline stage"}
 
 
 class TaskError(ValueError):
@@ -45,14 +47,14 @@ class QuickTest:
 
 
 @dataclass(frozen=True)
-class EvalStage:
-    """One evaluation stage of a task; ``data_fraction`` is the share of training data it uses."""
+class EvalLevel:
+    """One evaluation level of a task; ``data_fraction`` is the share of training data it uses."""
 
     name: str
     data_fraction: float | None = None
 
 
-DEFAULT_STAGES = (EvalStage("full"),)
+DEFAULT_LEVELS = (EvalLevel("full"),)
 
 
 def load_yaml(path: Path) -> Any:
@@ -77,6 +79,8 @@ def read_task_yaml(root: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise TaskError(f"{TASK_YAML}: expected a mapping of keys, got {type(data).__name__}")
     for key in data:
+        if key in RENAMED_KEYS:
+            raise TaskError(f"{TASK_YAML}: '{key}' is now '{RENAMED_KEYS[key]}' ({RENAMED_WHY[key]})")
         if key not in _TASK_FIELDS:
             raise TaskError(
                 f"{TASK_YAML}: unknown key '{key}' (allowed: {', '.join(_TASK_FIELDS)})"
@@ -207,19 +211,19 @@ def _quick_test(value: Any, where: str) -> QuickTest:
     return QuickTest(function, timeout)
 
 
-def _stages(value: Any, where: str) -> tuple[EvalStage, ...]:
-    value = _keys(value, where, tuple(STAGE_KEYS))
+def _levels(value: Any, where: str) -> tuple[EvalLevel, ...]:
+    value = _keys(value, where, tuple(LEVEL_KEYS))
     if "full" not in value:
         raise TaskError(f"{where}: 'full' is required (the evaluation on all training data)")
-    return tuple(_stage(name, value[name], f"{where}.{name}") for name in STAGE_KEYS if name in value)
+    return tuple(_level(name, value[name], f"{where}.{name}") for name in LEVEL_KEYS if name in value)
 
 
-def _stage(name: str, value: Any, where: str) -> EvalStage:
-    settings = _keys({} if value is None else value, where, STAGE_KEYS[name])
+def _level(name: str, value: Any, where: str) -> EvalLevel:
+    settings = _keys({} if value is None else value, where, LEVEL_KEYS[name])
     fraction = settings.get("data_fraction")
     if fraction is not None and (not _number(fraction) or not 0 < fraction <= 1):
         raise TaskError(f"{where}.data_fraction must be a number in (0, 1], got {fraction!r}")
-    return EvalStage(name, None if fraction is None else float(fraction))
+    return EvalLevel(name, None if fraction is None else float(fraction))
 
 
 def _check_program_name(name: str, root: Path) -> None:
@@ -242,7 +246,7 @@ _TASK_FIELDS = {
     "cases": _flag,
     "constraints": _constraints,
     "quick_test": _quick_test,
-    "stages": _stages,
+    "levels": _levels,
 }
 _OPENEVOLVE_FIELDS = {
     ("evaluator", "timeout"): ("timeout_s", _timeout),

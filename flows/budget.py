@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from evoforge.infra.config import BudgetConfig
-from evoforge.stages.stats import RunStats
+from evoforge.stages.population.stats import RunStats
 
 
 @dataclass

@@ -188,7 +188,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_run(ns: argparse.Namespace) -> int:
-    from evoforge.flows.commands import refuse_busy, stage_note
+    from evoforge.flows.commands import level_note, refuse_busy
     from evoforge.flows.evolve import run_prepared
     from evoforge.flows.prepare import RunRequest, check_tracking_server, prepare, with_workspace
     from evoforge.flows.runlog import cli_run_log
@@ -228,7 +228,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     print(f"[evoforge] {final['state']}: {final.get('stop_reason') or 'stopped'}; "
           f"{final['evaluations']} evaluations, {final['nodes_evaluated']} accepted, "
           f"{final['candidates_per_min']} candidates/min", file=sys.stderr)
-    print(f"best score {final['best_score']} (node {final['best_node']}{stage_note(final)})")
+    print(f"best score {final['best_score']} (node {final['best_node']}{level_note(final)})")
     print(f"best program {final['best_program']}")
     if final.get("mlflow_run_id"):
         print(f"browse in MLflow: {browse_hint(target, final['mlflow_run_id'])}")
@@ -239,12 +239,12 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from evoforge.cognition.errors import CognitionError
     from evoforge.evaluators.task import TaskError
     from evoforge.flows.commands import NoRunError, OutputError
-    from evoforge.flows.dask_executor import DaskSetupError
     from evoforge.flows.session import RunDirError
     from evoforge.infra.config import ConfigError
     from evoforge.infra.llm.openai_backend import LLMUnreachable
     from evoforge.infra.nodestore import StoreBusyError
     from evoforge.infra.vllm_server import VLLMLaunchError
+    from evoforge.stages.evaluation.dask_executor import DaskSetupError
 
     return (TaskError, ConfigError, RunDirError, LLMUnreachable, StoreBusyError, NoRunError,
             SimArgError, CognitionError, DeployArgError, VLLMLaunchError, DaskSetupError, OutputError)

@@ -73,11 +73,11 @@ def load_status(run_dir: Path) -> dict[str, Any]:
     return status
 
 
-def stage_note(status: dict[str, Any]) -> str:
-    """", <stage> stage" for a staged run's best score, nothing for a plain task."""
-    if status.get("search_stage", "full") == "full" or not status.get("best_stage"):
+def level_note(status: dict[str, Any]) -> str:
+    """", <level> level" for a gated run's best score, nothing for a plain task."""
+    if status.get("search_level", "full") == "full" or not status.get("best_level"):
         return ""
-    return f", {status['best_stage']} stage"
+    return f", {status['best_level']} level"
 
 
 # The counts the text shows, each under its status.json key, so the two views cannot disagree.
@@ -104,7 +104,7 @@ def status_text(status: dict[str, Any]) -> str:
         f"repeats       {status.get('repeats', 0)}  (of the duplicates: served from earlier evaluations, "
         "not evaluated)",
         f"best          {best if best is not None else '-'}  (node {status.get('best_node')}"
-        f"{stage_note(status)})",
+        f"{level_note(status)})",
         f"rate          {status['candidates_per_min']} candidates/min over {status['wall_s']:.1f} s",
         f"tokens        {status['tokens_in']} in, {status['tokens_out']} out",
     ]
@@ -164,8 +164,8 @@ def cmd_leaderboard(run_dir: Path, top: int | None = None, as_json: bool = False
         print(json.dumps(rows, indent=2))
         return 0
     for row in rows:
-        stage = f" ({row['stage']})" if row["stage"] != "full" else ""
-        print(f"{row['rank']:>3}  {row['node']}  {row['score']}{stage}  gen {row['generation']}  "
+        level = f" ({row['level']})" if row["level"] != "full" else ""
+        print(f"{row['rank']:>3}  {row['node']}  {row['score']}{level}  gen {row['generation']}  "
               f"{row['motivation'][:70]}")
     return 0
 
@@ -176,9 +176,9 @@ def cmd_tasks() -> int:
 
     for name in builtin_task_names():
         task = load_task(name)
-        stages = "/".join(s.name for s in task.stages)
+        levels = "/".join(s.name for s in task.levels)
         about = " ".join(task.description.split())[:80]
-        print(f"{name:<16} {task.direction} {task.objective:<14} stages {stages:<16} {about}")
+        print(f"{name:<16} {task.direction} {task.objective:<14} levels {levels:<16} {about}")
     return 0
 
 
@@ -196,7 +196,7 @@ def cmd_best(run_dir: Path, output: Path | None) -> int:
         except OSError as exc:
             raise OutputError(f"-o {output}: cannot write it ({exc.strerror or exc})") from None
         print(f"wrote {output}")
-    print(f"best score {status.get('best_score')} (node {status.get('best_node')}{stage_note(status)})",
+    print(f"best score {status.get('best_score')} (node {status.get('best_node')}{level_note(status)})",
           file=sys.stderr)
     return 0
 
@@ -206,23 +206,23 @@ def cmd_report(run_dir: Path) -> int:
     timeline, and print it; refused while the run is going (its process holds the database)."""
     from evoforge.evaluators.task import TaskError, load_task
     from evoforge.infra.nodestore import NodeStore, StoreBusyError
-    from evoforge.stages.run_report import RunFacts, rounds_of, write_report
+    from evoforge.stages.reports.run_report import RunFacts, rounds_of, write_report
 
     paths = RunPaths(run_dir)
     if not paths.db.is_file():
         raise NoRunError(f"no evoforge run in {run_dir} (no nodes.duckdb)")
     status = read_json(paths.status) or {}
-    stage = status.get("search_stage") or "full"
+    level = status.get("search_level") or "full"
     try:
         with NodeStore(paths.db, read_only=True) as store:
             task_name = store.get_meta("task") or run_dir.name
             maximize = store.get_meta("direction", "maximize") == "maximize"
-            try:  # a staged task's sections need its stages; a task folder since moved has none
-                staged = load_task(task_name).staged
+            try:  # a gated task's sections need its levels; a task folder since moved has none
+                gated = load_task(task_name).gated
             except TaskError:
-                staged = stage != "full"
+                gated = level != "full"
             plans, promotions = rounds_of(store)
-            text, drawn = write_report(paths, store, RunFacts(task_name, maximize, stage, staged),
+            text, drawn = write_report(paths, store, RunFacts(task_name, maximize, level, gated),
                                        status.get("best_node"), plans, promotions)
     except StoreBusyError:
         raise StoreBusyError(f"the run in {run_dir} is going and holds its node database: its report "

@@ -27,7 +27,7 @@ from evoforge.flows.run_names import name_from_parameter, rename_flow_run, run_n
 from evoforge.infra.config import load_config
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths
-from evoforge.stages.stats import RunStats
+from evoforge.stages.population.stats import RunStats
 
 log = logging.getLogger("evoforge.deploy")
 

@@ -1,6 +1,6 @@
 """The stage engine: one worker pool per stage plug-in, one commit coroutine, one fatal path.
 
-The engine knows stages only through the contract in stages/stage.py. Items enter at the entry
+The engine knows stages only through the contract in stages/pipeline/stage.py. Items enter at the entry
 stage (research): a worker of that stage draws a new item (sample: parent, inspirations) when
 the scheduling policy allows, so sampling happens as late as possible. When a worker takes an
 item off its stage's queue, the stage's door (`admit`: e.g. the staleness policy) may send it
@@ -33,20 +33,20 @@ from typing import Any
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
 from evoforge.flows.policies import AsyncPolicy, Policy
-from evoforge.flows.routes import build_routes
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.stage_pool import StagePool
 from evoforge.infra.llm.circuit import Breakers, LLMOutage
 from evoforge.infra.llm.factory import circuits_of
 from evoforge.infra.nodes import FAILED, Node
-from evoforge.stages.candidate import new_candidate
-from evoforge.stages.commit import Committer
-from evoforge.stages.context import StageContext
-from evoforge.stages.history import ROLLBACK
-from evoforge.stages.item import Item
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.routes import build_routes
+from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
+from evoforge.stages.population.candidate import new_candidate
+from evoforge.stages.population.history import ROLLBACK
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.speculation import taint_derived
 from evoforge.stages.sample.draw import draw_item
-from evoforge.stages.speculation import taint_derived
-from evoforge.stages.stage import COMMIT, Stage, StageResult
+from evoforge.stages.sinks.commit import Committer
 
 log = logging.getLogger("evoforge.engine")
 

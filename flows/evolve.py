@@ -22,29 +22,29 @@ from evoforge.evaluators.warm import WARM
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
 from evoforge.flows.engine import Engine
-from evoforge.flows.evaluation_tasks import TaskEvaluations
+from evoforge.flows.gated_run import finish_gated, round_jobs
 from evoforge.flows.policies import AsyncPolicy, BarrierPolicy
 from evoforge.flows.prefect_artifacts import RunArtifacts
 from evoforge.flows.prefect_logs import attach_prefect_log, detach_prefect_log
 from evoforge.flows.prefect_reconcile import crash_abandoned_runs
 from evoforge.flows.prepare import Prepared, RunRequest, hand_over, take_over
 from evoforge.flows.progress import tick
-from evoforge.flows.promotion import LiveRun, live_runs
+from evoforge.flows.promotion_flow import LiveRun, live_runs
 from evoforge.flows.run_names import name_from_parameter, rename_flow_run, run_name
 from evoforge.flows.runlog import attach_run_log, detach_run_log
 from evoforge.flows.session import Session, open_session
 from evoforge.flows.stage_calls import StageCalls
-from evoforge.flows.staged_run import finish_staged, round_jobs
 from evoforge.flows.task_runners import runner_environment, task_runner_for
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
 from evoforge.infra.timeline import Timeline
 from evoforge.infra.tracking import tracking_target
 from evoforge.stages.engineer import Engineer
-from evoforge.stages.evaluation_slots import SlottedEvaluations
-from evoforge.stages.model_usage import model_metrics
+from evoforge.stages.evaluation.prefect_tasks import TaskEvaluations
+from evoforge.stages.evaluation.slots import SlottedEvaluations
 from evoforge.stages.param_search import ParamSearch
-from evoforge.stages.registry import default_stages
-from evoforge.stages.stage import Stage
+from evoforge.stages.pipeline.registry import default_stages
+from evoforge.stages.pipeline.stage import Stage
+from evoforge.stages.sinks.model_usage import model_metrics
 
 log = logging.getLogger("evoforge.run")
 
@@ -99,7 +99,7 @@ async def _evaluate_seed(session: Session, calls: StageCalls, stages: list[Stage
             result = await calls.run(stage, item)
             item.apply(result.node, result.updates)
     assert item.node is not None
-    _refuse_erring_seed(item.node, ctx.task.search_stage, ctx.config.guard.accept_failing_seed)
+    _refuse_erring_seed(item.node, ctx.task.search_level, ctx.config.guard.accept_failing_seed)
     session.committer.record_result(item)
     session.committer.flush()
     if item.node.status != EVALUATED:
@@ -107,13 +107,13 @@ async def _evaluate_seed(session: Session, calls: StageCalls, stages: list[Stage
                          f"{item.node.error}")
 
 
-def _refuse_erring_seed(node: Node, stage: str, accept: bool) -> None:
+def _refuse_erring_seed(node: Node, level: str, accept: bool) -> None:
     """Fail a seed whose evaluator reported an error beside its score, unless told to accept it
     (OpenEvolve evolves from it silently); a rerun evaluates a failed seed again."""
     reported = reported_error(node.artifacts) if node.status == EVALUATED else ""
     if reported and not accept:
         node.status, node.failed_stage = FAILED, "engineer"
-        node.error = (f"it scored {node.score(stage)} but its evaluator reported error: {reported} "
+        node.error = (f"it scored {node.score(level)} but its evaluator reported error: {reported} "
                       f"(pass --accept-failing-seed, or guard.accept_failing_seed: true, to evolve from it)")
 
 
@@ -221,7 +221,7 @@ async def _run_session(session: Session, prepared: Prepared, artifacts: RunArtif
         state = "interrupted" if stop.is_set() and budget.stop_reason() is None else "finished"
         mlflow_status = "KILLED" if state == "interrupted" else "FINISHED"
         if state == "finished":
-            await finish_staged(session)
+            await finish_gated(session)
     except Exception:
         log.exception("the run failed")
         raise

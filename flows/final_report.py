@@ -1,4 +1,4 @@
-"""The end of a staged run, as Prefect subflows: a last promotion of the candidates no promotion
+"""The end of a gated run, as Prefect subflows: a last promotion of the candidates no promotion
 reached yet, then `final-report`: the held-out `final` evaluation of the search's winners.
 
 The leak barrier: the winners are chosen (by their full scores) before any final evaluation
@@ -16,11 +16,11 @@ from typing import Any
 
 from prefect import flow
 
-from evoforge.flows.promotion import live_runs
+from evoforge.flows.promotion_flow import live_runs
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.nodestore import FinalScore
-from evoforge.stages.engineer import request_for
-from evoforge.stages.pool import Pool
+from evoforge.stages.evaluation.requests import request_for
+from evoforge.stages.population.pool import Pool
 
 log = logging.getLogger("evoforge.final")
 
@@ -43,7 +43,7 @@ async def final_report_flow(run_id: str) -> dict[str, Any]:
 
     async def one(rank: int, node: Node) -> FinalScore:
         request = request_for(node, ctx, node.params).with_name(FINAL_RUN.format(node=node.id))
-        outcome = (await ctx.evaluations.run(request.at_stage("final"), None)).outcome
+        outcome = (await ctx.evaluations.run(request.at_level("final"), None)).outcome
         return FinalScore(node.id, rank, outcome.score if outcome.ok else None, dict(outcome.metrics),
                           outcome.error, outcome.seconds, outcome.cpu_s or 0.0, time.time())
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evoforge.flows.demand import ResearchDemand
-from evoforge.stages.item import Item
-from evoforge.stages.stage import COMMIT
+from evoforge.stages.pipeline.stage import COMMIT
+from evoforge.stages.population.item import Item
 
 if TYPE_CHECKING:
     from evoforge.flows.engine import Engine

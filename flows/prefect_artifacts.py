@@ -26,8 +26,8 @@ from prefect.artifacts import (
 from prefect.context import FlowRunContext
 
 from evoforge.infra.tracking import TrackingTarget, is_server, run_page
-from evoforge.stages.leaderboard import leaderboard_rows
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
+from evoforge.stages.reports.leaderboard import leaderboard_rows
 
 log = logging.getLogger("evoforge.prefect")
 
@@ -119,7 +119,7 @@ class RunArtifacts:
         await self._publish("leaderboard", acreate_table_artifact(
             table_rows(pool), key=artifact_key(self.key, "leaderboard"),
             description=f"{task_name}: the best {TOP} of {len(pool.nodes)} evaluated candidates, "
-                        f"ranked by the {pool.stage} score."))
+                        f"ranked by the {pool.level} score."))
         if report:
             await self._publish("report", acreate_markdown_artifact(
                 report, key=artifact_key(self.key, "report"), description=f"{task_name}: report.md"))

@@ -28,8 +28,8 @@ def progress_parts(status: dict[str, Any], max_evals: int) -> list[str]:
     """The progress line's fields: evaluations, best, rate, failures, stage occupancy, tokens."""
     best = status.get("best_score")
     best_txt = f"{best:.6g}" if isinstance(best, (int, float)) else "-"
-    if best_txt != "-" and status.get("search_stage", "full") != "full":
-        best_txt += f" ({status.get('best_stage')})"  # a staged run: say which stage scored it
+    if best_txt != "-" and status.get("search_level", "full") != "full":
+        best_txt += f" ({status.get('best_level')})"  # a gated run: say which level scored it
     parts = [
         f"evals {status['evaluations']}/{max_evals}",
         f"best {best_txt}",

@@ -19,21 +19,21 @@ from evoforge.infra.nodes import EVALUATED, PROPOSED, SPECULATIVE, Node, new_nod
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.infra.tracking import ChildRun, Tracker, tracking_target
-from evoforge.stages.branch_shares import BranchShares
-from evoforge.stages.case_order import CaseOrder
-from evoforge.stages.commit import Committer
-from evoforge.stages.context import StageContext
-from evoforge.stages.history import NEW_BEST, PoolHistory
-from evoforge.stages.item import Item
-from evoforge.stages.model_usage import ModelUsageTable
-from evoforge.stages.pool import Pool
-from evoforge.stages.repeats import RepeatMemo
-from evoforge.stages.round_records import PLANS_META, PROMOTIONS_META
-from evoforge.stages.run_report import RunFacts, write_report
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.population.case_order import CaseOrder
+from evoforge.stages.population.history import NEW_BEST, PoolHistory
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.pool import Pool
+from evoforge.stages.population.repeats import RepeatMemo
+from evoforge.stages.population.stats import RunStats
+from evoforge.stages.reports.run_report import RunFacts, write_report
+from evoforge.stages.rounds.branch_shares import BranchShares
+from evoforge.stages.rounds.records import PLANS_META, PROMOTIONS_META
 from evoforge.stages.sample import rebuild_sampler
 from evoforge.stages.sample.resume import SAMPLER_STATE_META, sampler_state
-from evoforge.stages.stats import RunStats
-from evoforge.stages.trial_runs import candidate_run
+from evoforge.stages.sinks.commit import Committer
+from evoforge.stages.sinks.mlflow_runs import candidate_run
+from evoforge.stages.sinks.model_usage import ModelUsageTable
 
 
 class RunDirError(ValueError):
@@ -73,10 +73,10 @@ class Session:
 
 
     def report(self) -> str:
-        """Write report.md with its plots (for a staged run the final scores and stage comparisons
+        """Write report.md with its plots (for a gated run the final scores and level comparisons
         come first) and log them on the MLflow parent run; returns the text."""
         task, rounds, winner = self.ctx.task, self.committer.rounds, self.committer.pool.winner()
-        facts = RunFacts(task.name, task.direction == "maximize", task.search_stage, task.staged)
+        facts = RunFacts(task.name, task.direction == "maximize", task.search_level, task.gated)
         text, drawn = write_report(self.paths, self.store, facts, winner.id if winner else None,
                                    rounds.plans, rounds.promotions)
         if self.tracker is not None:
@@ -98,13 +98,13 @@ def _limits(task: Task, cfg: RunConfig) -> SandboxLimits:
     )
 
 
-def _candidate_runs(nodes: list[Node], stage: str, paths: RunPaths) -> dict[str, ChildRun]:
+def _candidate_runs(nodes: list[Node], level: str, paths: RunPaths) -> dict[str, ChildRun]:
     """The MLflow run of each candidate with an outcome, as the database has it (for a resume)."""
     runs = {}
     for node in nodes:
         if node.status.terminal:
             trials = paths.param_trials(node.id)
-            runs[node.id] = candidate_run(node, stage, trials.read_text() if trials.is_file() else None)
+            runs[node.id] = candidate_run(node, level, trials.read_text() if trials.is_file() else None)
     return runs
 
 
@@ -133,16 +133,16 @@ def _tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_
 
 
 def rebuild_pool(nodes: list[Node], maximize: bool, v: int, judge_weight: float,
-                 stage: str = "full") -> tuple[Pool, PoolHistory]:
+                 level: str = "full") -> tuple[Pool, PoolHistory]:
     """The pool, and its new-best history replayed in the order evaluations finished."""
     finished = sorted(nodes, key=lambda n: n.evaluated_at or n.created_at)
-    seed = next((n for n in nodes if n.origin == "seed" and n.score(stage) is not None), None)
-    scale = (abs(seed.score(stage)) or 1.0) if seed is not None else 1.0  # type: ignore[arg-type]
+    seed = next((n for n in nodes if n.origin == "seed" and n.score(level) is not None), None)
+    scale = (abs(seed.score(level)) or 1.0) if seed is not None else 1.0  # type: ignore[arg-type]
     pool = Pool.rebuild(finished, maximize, v, judge_weight=judge_weight, judge_scale=scale,
-                        stage=stage)
+                        level=level)
     history, best, version = PoolHistory(), None, 0
     for node in finished:
-        if node.status == EVALUATED and node.score(stage) is not None and pool.better(node, best):
+        if node.status == EVALUATED and node.score(level) is not None and pool.better(node, best):
             best, version = node, version + 1
             history.record(version, NEW_BEST, node)
     return pool, history
@@ -182,7 +182,7 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
     by_id = {n.id: n for n in nodes}
     maximize = task.direction == "maximize"
     pool, history = rebuild_pool(nodes, maximize, v=store.get_meta("pool_version", 0),
-                                 judge_weight=cfg.judge.weight, stage=task.search_stage)
+                                 judge_weight=cfg.judge.weight, level=task.search_level)
     case_order = None
     if cases:
         saved = store.get_meta("case_order")
@@ -191,7 +191,7 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
     sampler = rebuild_sampler(cfg.search, nodes, pool)
     stats = RunStats.rebuild(nodes)
     tracker = _tracker(cfg, store, workspace, task, run_id,
-                       lambda: _candidate_runs(nodes, task.search_stage, paths))
+                       lambda: _candidate_runs(nodes, task.search_level, paths))
     committer = Committer(store, paths, pool, sampler, stats, task.name, tracker,
                           wall_s_before=store.get_meta("wall_s", 0.0), history=history,
                           case_order=case_order, lineage={n.id: n.parent_id for n in nodes},

@@ -9,15 +9,13 @@ from dataclasses import replace
 from typing import Any
 
 from prefect import Task, task
-from prefect.cache_policies import NO_CACHE
 from prefect.utilities.annotations import opaque
 
 from evoforge.infra.llm_traces import recording
-from evoforge.stages.context import StageContext
-from evoforge.stages.item import Item
-from evoforge.stages.stage import Stage, StageResult
-
-TASK_OPTIONS: dict[str, Any] = {"cache_policy": NO_CACHE, "persist_result": False, "retries": 0}
+from evoforge.infra.prefect_tasks import TASK_OPTIONS
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.stage import Stage, StageResult
+from evoforge.stages.population.item import Item
 
 
 class StageCalls:

@@ -6,8 +6,8 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
-from evoforge.stages.item import Item
-from evoforge.stages.stage import Stage, WorkerBounds
+from evoforge.stages.pipeline.stage import Stage, WorkerBounds
+from evoforge.stages.population.item import Item
 
 
 @dataclass

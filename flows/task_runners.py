@@ -1,9 +1,9 @@
 """The evolution flow's Prefect task runner, chosen by `engine.executor`, and what it needs
 around the flow run.
 
-Only evaluations are submitted to the task runner (flows/evaluation_tasks.py); every other
+Only evaluations are submitted to the task runner (stages/evaluation/prefect_tasks.py); every other
 stage runs on the flow's event loop. `loop` and `threads` get a thread pool wide enough for
-every evaluation worker; `dask` gets prefect-dask's `DaskTaskRunner` (flows/dask_executor.py).
+every evaluation worker; `dask` gets prefect-dask's `DaskTaskRunner` (stages/evaluation/dask_executor.py).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from evoforge.flows.dask_executor import DaskSetupError, dask_environment, dask_task_runner
-from evoforge.flows.prefect_server import needs_temporary_server, start_temporary_server
 from evoforge.flows.prepare import RunRequest
+from evoforge.infra.prefect_server import needs_temporary_server, start_temporary_server
+from evoforge.stages.evaluation.dask_executor import DaskSetupError, dask_environment, dask_task_runner
 
 
 def task_runner_for(request: RunRequest) -> TaskRunner:

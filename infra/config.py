@@ -121,7 +121,7 @@ class EngineConfig(_Section):
     queue_size: int | None = Field(default=None, ge=1)  # researched candidates waiting; None: engineers
     progress_interval_s: float = Field(default=2.0, gt=0)
     commit_interval_s: float = Field(default=0.25, ge=0)  # group commit: the longest a result waits
-    # where evaluation task runs go (flows/evaluation_tasks.py): the flow's loop, threads, a Dask cluster
+    # where evaluation task runs go (stages/evaluation/prefect_tasks.py): loop, threads, a Dask cluster
     executor: Literal["loop", "threads", "dask"] = "loop"
     dask_address: str | None = None  # dask: a scheduler, e.g. tcp://host:8786; None: a local cluster
 

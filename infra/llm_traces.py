@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mlflow.tracing.client import TracingClient
     from mlflow.tracking import MlflowClient
 
-# Who wrote an answer (stages/authorship.py decides): a real LLM, evoforge's simulator, the
+# Who wrote an answer (stages/pipeline/authorship.py decides): a real LLM, evoforge's simulator, the
 # offline proposer; "unknown" when the call failed before any answer came back.
 AUTHORS = ("llm", "simulated", "offline", "unknown")
 _WHO = {"llm": "LLM", "simulated": "LLM simulator, not a real LLM",

@@ -33,11 +33,11 @@ PROPOSED, SPECULATIVE, EVALUATED = Status.PROPOSED, Status.SPECULATIVE, Status.E
 FAILED, REJECTED, STALE = Status.FAILED, Status.REJECTED, Status.STALE
 PRUNED, ROLLED_BACK = Status.PRUNED, Status.ROLLED_BACK
 
-# Evaluation stages; each has its own score column, never one mixed column. The node carries the
+# Evaluation levels; each has its own score column, never one mixed column. The node carries the
 # scores selection may use (pilot, full); held-out `final` scores live apart from nodes, in a
 # table only the final report writes (flows/final_report.py), so no code that selects reads them.
-SCORE_STAGES = ("pilot", "full", "final")
-SELECTION_STAGES = ("pilot", "full")
+SCORE_LEVELS = ("pilot", "full", "final")
+SELECTION_LEVELS = ("pilot", "full")
 
 
 def new_node_id() -> str:
@@ -47,7 +47,7 @@ def new_node_id() -> str:
 
 @dataclass
 class Node:
-    """One candidate: its code, lineage, per-stage scores, costs and outcome."""
+    """One candidate: its code, lineage, per-level scores, costs and outcome."""
 
     id: str
     run_id: str
@@ -76,7 +76,7 @@ class Node:
     cognition_ids: list[str] = field(default_factory=list)  # cognition items shown in its prompt
     ideas_used: list[str] = field(default_factory=list)  # of those, the ones its answer says it used
     params: dict[str, Any] = field(default_factory=dict)  # knob values behind score_pilot (best trial)
-    score_default: float | None = None  # the structure with its declared defaults, at the search stage
+    score_default: float | None = None  # the structure with its declared defaults, at the search level
     trials_run: int = 0  # Optuna trials evaluated for this structure
     saturation: dict[str, float] = field(default_factory=dict)  # first/second-half best, spread
     hardcoded: list[str] = field(default_factory=list)  # values hard-coded that the space should own
@@ -98,11 +98,11 @@ class Node:
     created_at: float = field(default_factory=time.time)
     evaluated_at: float | None = None
 
-    def score(self, stage: str = "full") -> float | None:
-        """The score of one selection stage (pilot or full; final scores are not on nodes)."""
-        if stage not in SELECTION_STAGES:
-            raise ValueError(f"nodes carry {', '.join(SELECTION_STAGES)} scores, not {stage!r}")
-        return getattr(self, f"score_{stage}")
+    def score(self, level: str = "full") -> float | None:
+        """The score of one selection level (pilot or full; final scores are not on nodes)."""
+        if level not in SELECTION_LEVELS:
+            raise ValueError(f"nodes carry {', '.join(SELECTION_LEVELS)} scores, not {level!r}")
+        return getattr(self, f"score_{level}")
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)

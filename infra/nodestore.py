@@ -44,7 +44,7 @@ _FINAL_SCHEMA = ("CREATE TABLE IF NOT EXISTS final_scores (node_id VARCHAR PRIMA
 
 @dataclass(frozen=True)
 class FinalScore:
-    """A held-out (`final` stage) score, kept apart from the node so that selection cannot see it."""
+    """A held-out (`final` level) score, kept apart from the node so that selection cannot see it."""
 
     node_id: str
     rank: int  # the search's rank of the node at `full` (1: its winner), fixed before evaluating
@@ -157,11 +157,11 @@ class NodeStore:
         """How many evaluations ran in this run (successful or failed)."""
         return self.count("WHERE evaluated_at IS NOT NULL")
 
-    def best(self, maximize: bool = True, stage: str = "full") -> Node | None:
+    def best(self, maximize: bool = True, level: str = "full") -> Node | None:
         order = "DESC" if maximize else "ASC"
         rows = self._select(
-            f"WHERE status = ? AND score_{stage} IS NOT NULL "
-            f"ORDER BY score_{stage} {order}, created_at LIMIT 1",
+            f"WHERE status = ? AND score_{level} IS NOT NULL "
+            f"ORDER BY score_{level} {order}, created_at LIMIT 1",
             [EVALUATED],
         )
         return rows[0] if rows else None

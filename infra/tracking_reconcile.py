@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # infra/tracking.py runs `reconcile` on its thread
     from evoforge.infra.tracking import ChildRun
 
 RUNNING, KILLED = "RUNNING", "KILLED"
-CANDIDATE_KIND = "candidate"  # the `kind` tag of a candidate's run (stages/trial_runs.py)
+CANDIDATE_KIND = "candidate"  # the `kind` tag of a candidate's run (stages/sinks/mlflow_runs.py)
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ import re
 from evoforge.evaluators.task import Task
 from evoforge.infra.nodes import PRUNED, REJECTED, ROLLED_BACK, STALE, Node
 from evoforge.infra.prompt_format import ANALYSIS_MARKER, ANALYSIS_SECTIONS, MAX_LESSONS, render_comparison
-from evoforge.stages.context import StageContext
-from evoforge.stages.item import Item
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.population.item import Item
 
 SYSTEM = (
     "You are an expert researcher analysing one experiment of an evolutionary program search: a "
@@ -134,7 +134,7 @@ _INSTRUCTIONS = (
 
 
 def _value(node: Node) -> float | None:
-    """The node's score: full, else pilot (a staged task's search stage), else the partial score
+    """The node's score: full, else pilot (a gated task's search level), else the partial score
     on its validation prefix."""
     for value in (node.score_full, node.score_pilot, node.score_partial):
         if value is not None:
@@ -146,7 +146,7 @@ def _own_score(node: Node) -> str:
     if node.score_full is not None:
         return _fmt(node.score_full)
     if node.score_pilot is not None:
-        return f"{_fmt(node.score_pilot)} (pilot stage, best of its Optuna trials)"
+        return f"{_fmt(node.score_pilot)} (pilot level, best of its Optuna trials)"
     if node.score_partial is not None:
         return f"{_fmt(node.score_partial)} (partial, on its first {node.cases_done} validation cases)"
     return "none"

@@ -15,11 +15,11 @@ from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
 from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import ANALYSIS_SECTIONS, EXTRA_SECTION, parse_analysis
 from evoforge.stages.analysis_prompt import analysis_messages
-from evoforge.stages.authorship import answer_author, answer_label
-from evoforge.stages.context import StageContext
-from evoforge.stages.item import Item
-from evoforge.stages.llm_call import ask_llm
-from evoforge.stages.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.pipeline.authorship import answer_author, answer_label
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.llm_call import ask_llm
+from evoforge.stages.pipeline.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.population.item import Item
 
 ANALYSIS_BY = "analysis_by"  # node.artifacts key: who wrote the report (LLM, offline, simulated)
 

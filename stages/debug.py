@@ -23,13 +23,13 @@ from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import FAILED, PROPOSED, Node
 from evoforge.infra.prompt_format import render_program_section
-from evoforge.stages.context import StageContext
-from evoforge.stages.guardrails import GUARD, QUICK_TEST_PREFIX
-from evoforge.stages.item import Item
-from evoforge.stages.llm_call import ask_llm
-from evoforge.stages.prompts import DIFF_RULES, SYSTEM
+from evoforge.stages.evaluation.guardrails import GUARD, QUICK_TEST_PREFIX
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.llm_call import ask_llm
+from evoforge.stages.pipeline.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.population.item import Item
 from evoforge.stages.research import unified_diff
-from evoforge.stages.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.research_prompt import DIFF_RULES, SYSTEM
 
 CRASH, TIMEOUT, INVALID, NOT_FAILED = "crash", "timeout", "invalid", "not_failed"
 

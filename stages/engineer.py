@@ -1,13 +1,13 @@
 """Engineer: check a proposed candidate, then evaluate it in the sandbox (case by case, with
 speculative completion, when the task exposes validation cases).
 
-The engineer stage plug-in. Its door is the staleness policy (stages/staleness.py): an item that
+The engineer stage plug-in. Its door is the staleness policy (stages/population/staleness.py): an item that
 is too old is dropped (to the commit) or sent to the reflect stage before any evaluation runs; a
 candidate back from a repair (stages/debug.py) passes straight in. Before the evaluation, the
-guardrails (stages/guardrails.py) check the code statically, and the task's quick test, when it
+guardrails (stages/evaluation/guardrails.py) check the code statically, and the task's quick test, when it
 declares one and `guard.quick_test` is on, runs first in the same evaluation job. A program the
 run has evaluated already, or is evaluating, is not evaluated again: it is served that result
-(stages/repeats.py).
+(stages/population/repeats.py).
 The evaluation itself is a job handed to the run's evaluation runner (a Prefect task on the
 flow's task runner, by default), so the stage never blocks the event loop.
 """
@@ -15,23 +15,22 @@ flow's task runner, by default), so the stage never blocks the event loop.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from evoforge.evaluators.cases import CaseOutcome
 from evoforge.evaluators.evaluation import EvalOutcome
 from evoforge.infra.config import RunConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, REJECTED, SPECULATIVE, STALE, Node
-from evoforge.stages.context import StageContext
-from evoforge.stages.evaluation_job import EvalReport, EvalRequest, SpeculationRequest
-from evoforge.stages.guardrails import GUARD, QUICK_TEST_PREFIX, static_violation
-from evoforge.stages.item import Item
-from evoforge.stages.novelty import EmbeddingSimilarity, novelty_rejection
-from evoforge.stages.param_space import ParamSpace, SpaceError, hardcoded_values, parse_space
-from evoforge.stages.param_study import TrialOutcome, stored_default, study_name_of
-from evoforge.stages.repeats import EvalKey, knob_space, serve_repeat
-from evoforge.stages.speculation import Reference
-from evoforge.stages.stage import COMMIT, Admission, Stage, StageResult, WorkerBounds
-from evoforge.stages.staleness import DROP, REFLECT, decide
+from evoforge.stages.evaluation.guardrails import GUARD, QUICK_TEST_PREFIX, static_violation
+from evoforge.stages.evaluation.job import EvalReport
+from evoforge.stages.evaluation.requests import request_for
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.stage import COMMIT, Admission, Stage, StageResult, WorkerBounds
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.novelty import EmbeddingSimilarity, novelty_rejection
+from evoforge.stages.population.repeats import EvalKey, knob_space, serve_repeat
+from evoforge.stages.population.staleness import DROP, REFLECT, decide
+from evoforge.stages.tuning.param_space import ParamSpace, SpaceError, hardcoded_values, parse_space
+from evoforge.stages.tuning.param_study import TrialOutcome, stored_default, study_name_of
 
 
 class Engineer(Stage):
@@ -69,22 +68,6 @@ def novelty_similarity(ctx: StageContext) -> EmbeddingSimilarity | None:
     return None
 
 
-def request_for(node: Node, ctx: StageContext, params: dict[str, Any] | None = None) -> EvalRequest:
-    """The evaluation job of `node` at the task's search stage (with `params` for its knobs):
-    snapshots of what it needs, nothing shared."""
-    order, spec = None, None
-    if ctx.task.case_based:
-        assert ctx.case_order is not None
-        order = tuple(ctx.case_order.order)
-        cfg = ctx.config.speculation
-        if cfg.alpha_spec is not None and ctx.release is not None:
-            spec = SpeculationRequest(cfg.alpha_spec, cfg.prune, Reference.of(ctx.pool))
-    quick_test = ctx.config.guard.quick_test and ctx.task.quick_test is not None
-    return EvalRequest(node_id=node.id, code=node.code, task=ctx.task, limits=ctx.limits,
-                       scratch=ctx.scratch, stage=ctx.task.search_stage, order=order,
-                       speculation=spec, quick_test=quick_test, params=params or None)
-
-
 async def engineer(item: Item, ctx: StageContext) -> StageResult:
     """Evaluate the item's candidate; its node comes back with scores, or the reason it failed.
     A program evaluated before (or being evaluated) is served that result instead (a repeat)."""
@@ -101,8 +84,8 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
         return StageResult(node)
     node.hardcoded = hardcoded_values(node.code, owned_knobs(item)) if ctx.task.is_python else []
     node.params = space.defaults()
-    stage = ctx.task.search_stage
-    key = EvalKey.of(node.code, stage, node.params)
+    level = ctx.task.search_level
+    key = EvalKey.of(node.code, level, node.params)
     # a seed always runs; so does a resumed node whose own study holds its defaults' evaluation
     # (a copy of it proposed meanwhile must not take its place: its cut-off study goes on)
     earlier = earlier_defaults(node, ctx) if space else None
@@ -114,7 +97,7 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
     try:
         settled = await _evaluate_new(item, node, space, ctx, earlier)
     finally:  # recorded when complete; otherwise (pruned, rejected, cancelled) the key is free
-        ctx.repeats.finish(key, settled, stage)
+        ctx.repeats.finish(key, settled, level)
     return StageResult(settled)
 
 
@@ -128,7 +111,7 @@ async def _evaluate_new(item: Item, node: Node, space: ParamSpace, ctx: StageCon
         node.error = f"rejected before evaluation: {reason}"
         return node
     if earlier is not None:  # a resumed run: the study already holds the defaults' evaluation
-        return settle_from_study(node, earlier, ctx.task.search_stage)
+        return settle_from_study(node, earlier, ctx.task.search_level)
     request = request_for(node, ctx, node.params)
     release = None
     if request.speculation is not None and ctx.release is not None:
@@ -139,9 +122,9 @@ async def _evaluate_new(item: Item, node: Node, space: ParamSpace, ctx: StageCon
                                       case_scores=prefix, speculative_at=time.time()))
 
     report = await ctx.evaluations.run(request, release)
-    settled = settle_node(node, report, ctx.task.search_stage)
+    settled = settle_node(node, report, ctx.task.search_level)
     if space and settled.status == EVALUATED:
-        settled.score_default = settled.score(ctx.task.search_stage)
+        settled.score_default = settled.score(ctx.task.search_level)
     return settled
 
 
@@ -153,9 +136,9 @@ def earlier_defaults(node: Node, ctx: StageContext) -> TrialOutcome | None:
     return earlier if earlier is not None and earlier.value is not None else None
 
 
-def settle_from_study(node: Node, earlier: TrialOutcome, stage: str) -> Node:
+def settle_from_study(node: Node, earlier: TrialOutcome, level: str) -> Node:
     """The node evaluated with its defaults by an earlier session (not evaluated again)."""
-    setattr(node, f"score_{stage}", earlier.value)
+    setattr(node, f"score_{level}", earlier.value)
     node.score_default, node.status, node.evaluated_at = earlier.value, EVALUATED, time.time()
     node.eval_s += earlier.seconds
     node.eval_cpu_s += earlier.cpu_s or 0.0
@@ -171,8 +154,8 @@ def owned_knobs(item: Item) -> set[str]:
         return set()
 
 
-def settle_node(node: Node, report: EvalReport, stage: str = "full") -> Node:
-    """Write what an evaluation at `stage` found onto the engineer's copy of the node."""
+def settle_node(node: Node, report: EvalReport, level: str = "full") -> Node:
+    """Write what an evaluation at `level` found onto the engineer's copy of the node."""
     outcome = report.outcome
     _record(node, outcome)
     node.evaluated_at = time.time()
@@ -194,7 +177,7 @@ def settle_node(node: Node, report: EvalReport, stage: str = "full") -> Node:
         node.artifacts["pruned"] = (f"prefix of {node.cases_done} cases scored {scored:.6g}: "
                                     "cannot beat the pool's best")
     elif outcome.ok:
-        setattr(node, f"score_{stage}", outcome.score)
+        setattr(node, f"score_{level}", outcome.score)
         node.status = EVALUATED
     else:
         node.status, node.failed_stage, node.error = FAILED, "engineer", outcome.error

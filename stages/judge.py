@@ -2,7 +2,7 @@
 promise, in [0, 1], kept apart from the task score (`node.judge_score`).
 
 The judge stage plug-in, on when `judge.weight > 0`. The pool blends the judge score into the
-selection fitness (stages/pool.py says how it is normalised); the raw task score stays in
+selection fitness (stages/population/pool.py says how it is normalised); the raw task score stays in
 `score_full`. Without an LLM there is no judgement: the offline backend answers with no score and
 the node keeps `judge_score = None`. Every outcome is noted in `node.artifacts["judge"]`.
 
@@ -19,11 +19,11 @@ from evoforge.infra.evolve_block import EditError, split_program
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.prompt_format import JUDGE_MARKER, parse_judge_score
-from evoforge.stages.authorship import OFFLINE, answer_author, answer_kind
-from evoforge.stages.context import StageContext
-from evoforge.stages.item import Item
-from evoforge.stages.llm_call import ask_llm
-from evoforge.stages.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.pipeline.authorship import OFFLINE, answer_author, answer_kind
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.llm_call import ask_llm
+from evoforge.stages.pipeline.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.population.item import Item
 
 JUDGE_NOTE = "judge"  # node.artifacts key: the judge's score and who gave it, or why there is none
 
@@ -65,8 +65,8 @@ def judge_messages(node: Node, task: Task) -> list[dict[str, str]]:
         block = block[:_MAX_BLOCK_CHARS] + "\n# [... cut]"
     metrics = ", ".join(f"{k}={v:.6g}" for k, v in sorted(node.metrics.items())[:20]) or "none"
     value = node.score_full if node.score_full is not None else node.score_pilot
-    stage = " (pilot stage)" if node.score_full is None else ""
-    score = "none" if value is None else f"{value:.6g}{stage}"
+    level = " (pilot level)" if node.score_full is None else ""
+    score = "none" if value is None else f"{value:.6g}{level}"
     prompt = "\n".join([
         f"# Judging candidate {node.id} for task {task.name}",
         f"Objective: {task.objective} ({task.direction}); the candidate's score: {score}",
@@ -85,7 +85,7 @@ async def judge(item: Item, ctx: StageContext) -> StageResult:
     (or None), a note saying who gave it, and the call's cost."""
     assert item.node is not None
     if item.node.status != EVALUATED or ctx.pool.value(item.node) is None:
-        return StageResult(item.node)  # only evaluated candidates (at the search stage) are judged
+        return StageResult(item.node)  # only evaluated candidates (at the search level) are judged
     node = item.node.copy(judge_score=None)
     try:
         completion = await ask_llm(ctx, node, judge_messages(node, ctx.task))

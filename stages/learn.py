@@ -11,32 +11,15 @@ written back by the commit.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
+from evoforge.cognition.knowledge import Knowledge
 from evoforge.infra.config import RunConfig
-from evoforge.stages.candidate import new_candidate
-from evoforge.stages.context import StageContext
-from evoforge.stages.item import Item
-from evoforge.stages.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.population.candidate import new_candidate
+from evoforge.stages.population.item import Item
 
-SEED_PROVENANCE = "human seed"  # how seeded items' provenance starts; analyzer lessons say otherwise
 _QUERY_CHARS = 1500
-
-
-@dataclass(frozen=True)
-class Knowledge:
-    """A cognition item shown to the researcher, with its retrieval score."""
-
-    id: str
-    title: str
-    text: str
-    provenance: str
-    score: float
-
-    @property
-    def from_seed(self) -> bool:
-        """A human prior (seeded), as opposed to a lesson the Analyzer wrote back."""
-        return self.provenance.startswith(SEED_PROVENANCE)
 
 
 def learn_query(item: Item, task_description: str) -> str:

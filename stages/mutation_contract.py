@@ -5,7 +5,7 @@ knobs — change the structure, declare the numbers, let Optuna choose them."""
 from __future__ import annotations
 
 from evoforge.infra.nodes import Node
-from evoforge.stages.branches import Branch
+from evoforge.stages.rounds.branches import Branch
 
 CONTRACT = """## Mutation agent contract
 You change the structure (the model family, preprocessing, features, the recipe). Numbers are not

@@ -1,5 +1,5 @@
 """Param search (ml-evolve: "Optuna chooses the numbers"): an Optuna TPE study of each new
-structure's declared knobs, on the task's search stage.
+structure's declared knobs, on the task's search level.
 
 The stage plug-in runs behind the engineer (and its repairs). The engineer evaluated the
 structure with its declared defaults; this stage records that as the study's first trial and
@@ -18,11 +18,12 @@ from typing import Any
 
 from evoforge.infra.config import RunConfig
 from evoforge.infra.nodes import EVALUATED
-from evoforge.stages.context import StageContext
-from evoforge.stages.engineer import request_for
-from evoforge.stages.item import Item
-from evoforge.stages.param_space import SpaceError, parse_space
-from evoforge.stages.param_study import (
+from evoforge.stages.evaluation.requests import request_for
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.population.item import Item
+from evoforge.stages.tuning.param_space import SpaceError, parse_space
+from evoforge.stages.tuning.param_study import (
     INTERRUPTED,
     SOURCE_DEFAULT,
     StudySettings,
@@ -30,7 +31,6 @@ from evoforge.stages.param_study import (
     run_study,
     study_name_of,
 )
-from evoforge.stages.stage import Stage, StageResult, WorkerBounds
 
 TRIAL_RUN = "trial-{node}-{k}"  # the Prefect task run of one trial
 
@@ -50,7 +50,7 @@ class ParamSearch(Stage):
 
     def skips(self, item: Item, ctx: StageContext) -> bool:
         node = item.node
-        if node is None or node.status != EVALUATED or node.score(ctx.task.search_stage) is None:
+        if node is None or node.status != EVALUATED or node.score(ctx.task.search_level) is None:
             return True
         try:
             return not parse_space(node.code)
@@ -81,7 +81,7 @@ async def param_search(item: Item, ctx: StageContext) -> StageResult:
     """Run (or continue) the node's study; its copy comes back with the best trial's numbers."""
     assert item.node is not None and ctx.optuna_url is not None
     node = item.node.copy()
-    stage = ctx.task.search_stage
+    level = ctx.task.search_level
     space = parse_space(node.code)
     spent = {"seconds": 0.0, "cpu_s": 0.0}
 
@@ -104,7 +104,7 @@ async def param_search(item: Item, ctx: StageContext) -> StageResult:
                           if t.source != SOURCE_DEFAULT and t.error != INTERRUPTED)
     node.saturation = dict(result.saturation)
     if result.best_value is not None:
-        setattr(node, f"score_{stage}", result.best_value)
+        setattr(node, f"score_{level}", result.best_value)
         node.params = dict(result.best_params)
     return StageResult(node, updates={"study": result})
 

@@ -12,13 +12,13 @@ from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import STALE
 from evoforge.infra.prompt_format import REFLECT_MARKER, parse_decision, render_program_section
-from evoforge.stages.context import StageContext
-from evoforge.stages.history import PoolHistory
-from evoforge.stages.item import Item
-from evoforge.stages.llm_call import ask_llm
-from evoforge.stages.prompts import DIFF_RULES, SYSTEM
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.llm_call import ask_llm
+from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult, WorkerBounds
+from evoforge.stages.population.history import PoolHistory
+from evoforge.stages.population.item import Item
 from evoforge.stages.research import unified_diff
-from evoforge.stages.stage import COMMIT, Stage, StageResult, WorkerBounds
+from evoforge.stages.research_prompt import DIFF_RULES, SYSTEM
 
 _MAX_UPDATES = 5
 

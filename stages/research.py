@@ -13,20 +13,20 @@ from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import FAILED, PROPOSED, Node
-from evoforge.stages.branches import Branch
-from evoforge.stages.candidate import new_candidate
-from evoforge.stages.context import StageContext
-from evoforge.stages.item import Item
-from evoforge.stages.llm_call import trace_call
-from evoforge.stages.param_space import SpaceError, parse_space
-from evoforge.stages.prompts import (
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.llm_call import trace_call
+from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult, WorkerBounds
+from evoforge.stages.population.candidate import new_candidate
+from evoforge.stages.population.item import Item
+from evoforge.stages.research_prompt import (
     ideas_used,
     inspirations_used,
     origin_of,
     research_messages,
     without_used_line,
 )
-from evoforge.stages.stage import COMMIT, Stage, StageResult, WorkerBounds
+from evoforge.stages.rounds.branches import Branch
+from evoforge.stages.tuning.param_space import SpaceError, parse_space
 
 
 def unified_diff(old: str, new: str) -> str:

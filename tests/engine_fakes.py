@@ -21,14 +21,14 @@ from evoforge.infra.nodes import EVALUATED, PROPOSED, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.infra.runfiles import RunPaths
-from evoforge.stages.candidate import new_candidate
-from evoforge.stages.commit import Committer
-from evoforge.stages.context import StageContext
-from evoforge.stages.item import Item
-from evoforge.stages.pool import Pool
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult, WorkerBounds
+from evoforge.stages.population.candidate import new_candidate
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.pool import Pool
+from evoforge.stages.population.stats import RunStats
 from evoforge.stages.sample import make_sampler
-from evoforge.stages.stage import COMMIT, Stage, StageResult, WorkerBounds
-from evoforge.stages.stats import RunStats
+from evoforge.stages.sinks.commit import Committer
 
 TASK = load_task("circle_packing")
 

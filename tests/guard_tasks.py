@@ -13,11 +13,11 @@ from evoforge.infra.config import RunConfig
 from evoforge.infra.evolve_block import split_program
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.offline.backend import OfflineBackend
-from evoforge.stages.context import StageContext
 from evoforge.stages.engineer import engineer
-from evoforge.stages.evaluation_job import EvalReport, EvalRequest, EvaluationRunner, Release
-from evoforge.stages.item import Item
-from evoforge.stages.pool import Pool
+from evoforge.stages.evaluation.job import EvalReport, EvalRequest, EvaluationRunner, Release
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample import make_sampler
 
 PROGRAM = '''"""A tiny task for the guardrail tests."""

@@ -27,9 +27,9 @@ from evoforge.infra.prompt_format import (
 )
 from evoforge.stages.analysis_prompt import analysis_messages, classify_error
 from evoforge.stages.analyze import ANALYSIS_BY, Analyze, analyze
-from evoforge.stages.context import StageContext
-from evoforge.stages.item import Item
-from evoforge.stages.pool import Pool
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.research import unified_diff
 from evoforge.stages.sample import make_sampler
 from tests.scripted_llm import Scripted as _Scripted

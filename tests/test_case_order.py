@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from evoforge.stages.case_order import CaseOrder, partial_score
+from evoforge.stages.population.case_order import CaseOrder, partial_score
 
 CASES = ["a", "b", "c", "d"]
 REFERENCE = {"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.5}

@@ -92,7 +92,7 @@ def test_openevolve_folder_runs_unchanged_through_the_cascade() -> None:
     task = load_task(FIXTURE)
     outcome = run(task, task.initial_code)
     assert outcome.ok, outcome.error
-    assert outcome.cascade_stage == 2
+    assert outcome.cascade_step == 2
     assert {"stage1_value", "reliability"} <= set(outcome.metrics)  # stages merged
     assert outcome.artifacts["values"].count(",") == 2  # from the EvaluationResult of stage 2
     assert 0.6 < outcome.score < 1.0
@@ -104,7 +104,7 @@ def test_program_below_stage1_threshold_stops_at_stage_1() -> None:
     poor = split.join("def search_algorithm():\n    return 40.0, 40.0, 0.0\n")
     outcome = run(task, poor)
     assert outcome.ok, outcome.error
-    assert outcome.cascade_stage == 1
+    assert outcome.cascade_step == 1
     assert "reliability" not in outcome.metrics
     assert outcome.score < 0.3
 
@@ -117,7 +117,7 @@ def test_openevolve_error_result_is_recorded_with_its_score() -> None:
     outcome = run(task, broken)
     assert outcome.ok and outcome.score == 0.0  # OpenEvolve keeps it, with combined_score 0.0
     assert outcome.artifacts["error"].startswith("search returned a non-finite")
-    assert outcome.cascade_stage == 1  # 0.0 is below the stage-1 threshold
+    assert outcome.cascade_step == 1  # 0.0 is below the stage-1 threshold
 
 
 def test_exception_in_a_later_stage_fails_with_that_stage_named() -> None:
@@ -129,6 +129,6 @@ def test_exception_in_a_later_stage_fails_with_that_stage_named() -> None:
     )
     outcome = run(task, flaky)
     assert not outcome.ok
-    assert outcome.cascade_stage == 2
+    assert outcome.cascade_step == 2
     assert outcome.error.startswith("evaluator raised RuntimeError: unstable search")
     assert "evaluate_stage2()" in outcome.error

@@ -60,7 +60,7 @@ def test_leaderboard_top_n_as_json_ranks_the_best_first(workspace, capsys):
     assert [r["rank"] for r in rows] == [1, 2, 3]
     assert rows[0]["node"] == status["best_node"] and rows[0]["score"] == status["best_score"]
     assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
-    assert all(r["stage"] == "full" for r in rows)
+    assert all(r["level"] == "full" for r in rows)
     assert main(["leaderboard", str(run_dir), "--top", "2"]) == 0
     text = capsys.readouterr().out.strip().splitlines()
     assert len(text) == 2 and rows[0]["node"] in text[0]

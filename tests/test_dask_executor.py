@@ -20,13 +20,13 @@ from prefect import flow  # noqa: E402
 from prefect_dask import DaskTaskRunner  # noqa: E402
 
 from evoforge.evaluators.sandbox import SandboxLimits  # noqa: E402
-from evoforge.flows import dask_executor  # noqa: E402
 from evoforge.flows.cli import main  # noqa: E402
-from evoforge.flows.evaluation_tasks import TaskEvaluations  # noqa: E402
 from evoforge.infra.config import RunConfig  # noqa: E402
 from evoforge.infra.nodes import EVALUATED  # noqa: E402
 from evoforge.infra.vllm_server import free_port  # noqa: E402
-from evoforge.stages.evaluation_job import EvalRequest  # noqa: E402
+from evoforge.stages.evaluation import dask_executor  # noqa: E402
+from evoforge.stages.evaluation.job import EvalRequest  # noqa: E402
+from evoforge.stages.evaluation.prefect_tasks import TaskEvaluations  # noqa: E402
 from tests.guard_tasks import make_task  # noqa: E402
 from tests.helpers import (  # noqa: E402
     RUN_EVALUATOR,

@@ -28,9 +28,9 @@ from evoforge.stages.debug import (
     repair_messages,
 )
 from evoforge.stages.engineer import Engineer
-from evoforge.stages.item import Item
+from evoforge.stages.pipeline.stage import COMMIT, StageResult
+from evoforge.stages.population.item import Item
 from evoforge.stages.research import Research
-from evoforge.stages.stage import COMMIT, StageResult
 from tests.guard_tasks import EVALUATOR, candidate_item, engineered, make_ctx, make_task, with_block
 from tests.scripted_llm import Scripted
 

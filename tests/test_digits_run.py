@@ -33,7 +33,7 @@ def test_a_short_digits_run_over_the_simulator_leaves_plan_trials_leaderboard_an
     assert designs and all(n.backend == "openai" and n.branch for n in designs)
     assert any("make_pipeline(" in n.code and n.code != nodes[0].code for n in designs)
     status = read_status(run_dir)
-    assert status["best_stage"] == "full" and 0.85 < status["best_score"] <= 1.0
+    assert status["best_level"] == "full" and 0.85 < status["best_score"] <= 1.0
     plan = (run_dir / "research_plan.md").read_text()
     assert plan.startswith("Author: ") and "An RBF SVM is the strongest single model" in plan
     report = (run_dir / "report.md").read_text()

@@ -14,9 +14,9 @@ from evoforge.flows.policies import AsyncPolicy, BarrierPolicy
 from evoforge.infra.config import AdaptiveConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, Node
 from evoforge.infra.nodestore import NodeStore
-from evoforge.stages.item import Item
-from evoforge.stages.speculation import descends_from, taint_derived
-from evoforge.stages.stage import COMMIT
+from evoforge.stages.pipeline.stage import COMMIT
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.speculation import descends_from, taint_derived
 from tests.engine_fakes import FakeEngineer, FakeResearch, Log, NoteAnalysis, make_harness
 
 

@@ -21,12 +21,12 @@ from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, SPECULATIVE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths
-from evoforge.stages.commit import Committer
-from evoforge.stages.leaderboard import leaderboard_md
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
+from evoforge.stages.population.speculation import Reference, Speculation
+from evoforge.stages.population.stats import RunStats
+from evoforge.stages.reports.leaderboard import leaderboard_md
 from evoforge.stages.sample import make_sampler
-from evoforge.stages.speculation import Reference, Speculation
-from evoforge.stages.stats import RunStats
+from evoforge.stages.sinks.commit import Committer
 from tests.helpers import cli_env, read_status
 
 CASES = [str(i) for i in range(8)]

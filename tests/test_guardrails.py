@@ -11,7 +11,7 @@ import pytest
 from evoforge.evaluators.evaluation import quick_test_program
 from evoforge.evaluators.task import Constraints, QuickTest, TaskError, load_task
 from evoforge.infra.nodes import EVALUATED, FAILED
-from evoforge.stages.guardrails import (
+from evoforge.stages.evaluation.guardrails import (
     GUARD,
     RULE_FORBIDDEN,
     RULE_FROZEN,

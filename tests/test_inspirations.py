@@ -11,11 +11,11 @@ from evoforge.infra.config import RunConfig, SearchConfig
 from evoforge.infra.llm.types import Completion
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.prompt_format import FORMAT_DIFF
-from evoforge.stages.context import StageContext
-from evoforge.stages.item import Item
-from evoforge.stages.pool import Pool
-from evoforge.stages.prompts import inspirations_used, research_messages
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.research import research
+from evoforge.stages.research_prompt import inspirations_used, research_messages
 from evoforge.stages.sample import make_sampler
 from evoforge.stages.sample.draw import draw_item
 from evoforge.stages.sample.inspirations import BEST, DIVERSE, RECENT, Inspiration, pick_inspirations

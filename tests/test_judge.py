@@ -22,14 +22,14 @@ from evoforge.infra.nodes import EVALUATED, FAILED, Node
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.infra.prompt_format import JUDGE_MARKER, is_judge_prompt, parse_judge_score
 from evoforge.stages.analyze import Analyze
-from evoforge.stages.context import StageContext
 from evoforge.stages.engineer import Engineer
-from evoforge.stages.item import Item
 from evoforge.stages.judge import JUDGE_NOTE, Judge, judge, judge_messages
-from evoforge.stages.pool import Pool
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.stage import COMMIT
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.research import Research
 from evoforge.stages.sample import make_sampler
-from evoforge.stages.stage import COMMIT
 from tests.scripted_llm import Scripted as _Scripted
 
 

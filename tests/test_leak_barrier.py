@@ -18,13 +18,13 @@ from evoforge.infra.config import load_config
 from evoforge.infra.llm.factory import make_backend
 from evoforge.infra.nodes import Node
 from evoforge.infra.nodestore import NodeStore
-from tests.staged_tasks import FINAL_LOW, write_staged_task
+from tests.gated_tasks import FINAL_LOW, write_staged_task
 
 REPO = Path(__file__).resolve().parent.parent
 # the only modules that may read or write final scores: the final report and report.md
-FINAL_READERS = {"flows/final_report.py", "stages/run_report.py", "stages/staged_report.py",
+FINAL_READERS = {"flows/final_report.py", "stages/reports/run_report.py", "stages/reports/gated_report.py",
                  "infra/nodestore.py"}
-_FINAL_NAMES = re.compile(r"final_scores|FinalScore|score_final|at_stage\(\s*[\"']final")
+_FINAL_NAMES = re.compile(r"final_scores|FinalScore|score_final|at_level\(\s*[\"']final")
 
 
 def test_no_module_outside_the_final_report_names_final_scores():

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from mlflow.tracking import MlflowClient
 
-from evoforge.cognition.item import CognitionItem
+from evoforge.cognition.entries import CognitionItem
 from evoforge.cognition.lexical import LexicalEmbedder
 from evoforge.cognition.store import CognitionBase
 from evoforge.infra.nodes import Node

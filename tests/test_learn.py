@@ -7,7 +7,8 @@ import asyncio
 import random
 from pathlib import Path
 
-from evoforge.cognition.item import CognitionItem
+from evoforge.cognition.entries import CognitionItem
+from evoforge.cognition.knowledge import Knowledge
 from evoforge.cognition.lexical import LexicalEmbedder
 from evoforge.cognition.store import CognitionBase
 from evoforge.evaluators.sandbox import SandboxLimits
@@ -17,15 +18,15 @@ from evoforge.infra.nodes import EVALUATED, FAILED, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.infra.runfiles import RunPaths
-from evoforge.stages.commit import Committer
-from evoforge.stages.context import StageContext
-from evoforge.stages.item import Item
-from evoforge.stages.learn import Knowledge, Learn
-from evoforge.stages.pool import Pool
-from evoforge.stages.prompts import ideas_used, origin_of, research_messages
-from evoforge.stages.report import origin_breakdown, report_md
+from evoforge.stages.learn import Learn
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.pool import Pool
+from evoforge.stages.population.stats import RunStats
+from evoforge.stages.reports.origins import origin_breakdown, report_md
+from evoforge.stages.research_prompt import ideas_used, origin_of, research_messages
 from evoforge.stages.sample import make_sampler
-from evoforge.stages.stats import RunStats
+from evoforge.stages.sinks.commit import Committer
 
 TASK = load_task("circle_packing")
 PRIORS = [
@@ -120,7 +121,7 @@ def test_the_report_gives_the_origin_breakdown_and_the_lessons():
         nodes.append(Node(id=f"n{i}", run_id="r", code=f"c{i}", origin=origin, status=EVALUATED,
                           score_full=2.0 - 0.1 * i))
     nodes[1].lessons = ["Lattice starts beat random ones."]
-    from evoforge.cognition.item import text_id
+    from evoforge.cognition.entries import text_id
 
     nodes[1].artifacts["lessons_written"] = text_id(nodes[1].lessons[0])
     assert origin_breakdown(nodes[1:]) == {"cognition": 50.0, "experience": 30.0, "novel": 20.0}

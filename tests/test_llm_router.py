@@ -19,8 +19,8 @@ from evoforge.infra.llm.router import TOKENS, USD, Router
 from evoforge.infra.llm.types import Completion
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
-from evoforge.stages.model_usage import ModelUsageTable, model_metrics
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
+from evoforge.stages.sinks.model_usage import ModelUsageTable, model_metrics
 from tests.helpers import read_nodes, read_status
 
 PRICES = {"cheap": ModelPrice(input_per_mtok=0.1, output_per_mtok=0.4),

@@ -14,7 +14,7 @@ from sklearn.datasets import load_digits
 from evoforge.infra.evolve_block import split_program
 from evoforge.infra.offline.ml_moves import builds_pipeline, ml_move
 from evoforge.infra.offline.mutate import mutate_program
-from evoforge.stages.param_space import parse_space
+from evoforge.stages.tuning.param_space import parse_space
 
 DIGITS = (Path(__file__).parents[1] / "evaluators" / "tasks" / "digits" / "initial_program.py").read_text()
 

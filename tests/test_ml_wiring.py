@@ -10,14 +10,14 @@ import random
 import pytest
 
 from evoforge.evaluators.task import load_task
-from evoforge.flows.rounds import RoundJob, run_rounds
 from evoforge.infra.nodes import EVALUATED, Node
-from evoforge.stages.branch_shares import BranchShares, branch_parent
-from evoforge.stages.branches import KillCriteria, initial_plan
-from evoforge.stages.evaluation_job import EvalReport, EvaluationRunner
-from evoforge.stages.evaluation_slots import SlottedEvaluations
-from evoforge.stages.pool import Pool
-from evoforge.stages.prompts import research_messages
+from evoforge.stages.evaluation.job import EvalReport, EvaluationRunner
+from evoforge.stages.evaluation.slots import SlottedEvaluations
+from evoforge.stages.population.pool import Pool
+from evoforge.stages.research_prompt import research_messages
+from evoforge.stages.rounds.branch_shares import BranchShares, branch_parent
+from evoforge.stages.rounds.branches import KillCriteria, initial_plan
+from evoforge.stages.rounds.schedule import RoundJob, run_rounds
 from tests.engine_fakes import FakeEngineer, FakeResearch, Log, make_harness
 
 KILL = KillCriteria(stall_rounds=3, max_invalid_rate=0.5, min_candidates=2)
@@ -100,7 +100,7 @@ def test_each_branch_gets_its_share_and_its_own_parents():
         shares.note(branch.id)
         picked.append(branch.id)
     assert sorted(picked) == ["B1"] * 3 + ["B2"] * 3 + ["B3"] * 3
-    pool = Pool(stage="pilot")
+    pool = Pool(level="pilot")
     for i, (branch, score) in enumerate([("B1", 0.5), ("B1", 0.9), ("B2", 0.7)]):
         pool.add(_node(i, branch, score))
     rng = random.Random(0)
@@ -118,6 +118,6 @@ def test_the_research_prompt_carries_the_branch_the_contract_and_the_tuned_value
     assert "## Research branch B1 (slot 1)\nHypothesis: An RBF SVM is the strongest single model" in prompt
     assert "## Mutation agent contract" in prompt and 'knob("C", 1.0' in prompt
     assert "C=3.5, max_iter=400" in prompt and "scored 0.9" in prompt
-    assert "score 0.92 at the pilot stage" in prompt
+    assert "score 0.92 at the pilot level" in prompt
     plain = research_messages(task, parent, [], "diff")[-1]["content"]
     assert "Mutation agent contract" not in plain and "Research branch" not in plain

@@ -21,7 +21,7 @@ from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.llm_traces import recording, trace_spans
 from evoforge.infra.nodes import EVALUATED
 from evoforge.infra.vllm_server import free_port
-from evoforge.stages.llm_call import trace_call
+from evoforge.stages.pipeline.llm_call import trace_call
 from tests.helpers import read_nodes, wait_until_answers
 
 EXPERIMENT = "evoforge/circle_packing"
@@ -82,7 +82,7 @@ def test_candidates_are_nested_runs_tagged_for_the_ui_filters(sim_run):
     for node_id, run in candidates.items():
         node, tags = nodes[node_id], run.data.tags
         assert tags["mlflow.parentRunId"] == parent.info.run_id
-        assert (tags["origin"], tags["status"], tags["island"], tags["stage"]) == (
+        assert (tags["origin"], tags["status"], tags["island"], tags["level"]) == (
             node.origin, str(node.status), str(node.island), "full")
     with global_tracking_uri(uri):  # the filter a user types in the UI's search box
         failed = mlflow.search_runs(experiment_names=[EXPERIMENT], output_format="list",

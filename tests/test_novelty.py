@@ -1,13 +1,13 @@
-"""The novelty check before evaluation: repeats are the same evaluation (served, stages/repeats.py)
+"""The novelty check before evaluation: repeats are the same evaluation (served, stages/population/repeats.py)
 and, optionally, near-duplicates of pool programs are rejected."""
 
 from __future__ import annotations
 
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import EVALUATED, Node
-from evoforge.stages.novelty import MinHashJaccard, novelty_rejection, similarity_index
-from evoforge.stages.pool import Pool, normalized_code
-from evoforge.stages.repeats import EvalKey, RepeatMemo
+from evoforge.stages.population.novelty import MinHashJaccard, novelty_rejection, similarity_index
+from evoforge.stages.population.pool import Pool, normalized_code
+from evoforge.stages.population.repeats import EvalKey, RepeatMemo
 
 BASE = '''import numpy as np
 

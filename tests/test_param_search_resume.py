@@ -15,9 +15,9 @@ import optuna
 import pytest
 
 from evoforge.infra.nodes import EVALUATED
-from evoforge.stages.param_study import INTERRUPTED, SOURCE_DEFAULT
+from evoforge.stages.tuning.param_study import INTERRUPTED, SOURCE_DEFAULT
+from tests.gated_tasks import write_staged_task
 from tests.helpers import cli_env, read_nodes, run_cli
-from tests.staged_tasks import write_staged_task
 
 pytestmark = pytest.mark.slow
 

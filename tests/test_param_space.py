@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from evoforge.stages.param_space import Knob, ParamSpace, SpaceError, hardcoded_values, parse_space
+from evoforge.stages.tuning.param_space import Knob, ParamSpace, SpaceError, hardcoded_values, parse_space
 
 PROGRAM = """\
 import math

@@ -14,8 +14,8 @@ import pytest
 from optuna.samplers import TPESampler
 from optuna.trial import TrialState
 
-from evoforge.stages.param_space import ParamSpace, parse_space
-from evoforge.stages.param_study import (
+from evoforge.stages.tuning.param_space import ParamSpace, parse_space
+from evoforge.stages.tuning.param_study import (
     INTERRUPTED,
     StudySettings,
     TrialOutcome,

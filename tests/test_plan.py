@@ -13,10 +13,10 @@ from evoforge.infra.llm_sim.answers import PREFACE as SIM_PREFACE
 from evoforge.infra.llm_sim.answers import build_answer
 from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, Node
 from evoforge.infra.offline.backend import OfflineBackend
-from evoforge.infra.offline.plan import offline_plan_answer
+from evoforge.infra.offline.plan_answer import offline_plan_answer
 from evoforge.infra.prompt_format import is_analysis_prompt, is_plan_prompt, parse_plan_slots
-from evoforge.stages.branches import KillCriteria, branch_health, initial_plan, plan_md
-from evoforge.stages.plan import (
+from evoforge.stages.rounds.branches import KillCriteria, branch_health, initial_plan, plan_md
+from evoforge.stages.rounds.plan_agent import (
     OFFLINE_AUTHOR,
     SIMULATED_AUTHOR,
     build_leaderboard,
@@ -66,7 +66,7 @@ def run(coro):
 
 def do_replan(plan, llm, nodes=None, fresh=("try a tabular transformer",), current=6):
     return run(replan(plan, nodes3() if nodes is None else nodes, llm=llm, round=current, round_of=round_of,
-                      stage="pilot", maximize=True, task_description="predict churn",
+                      level="pilot", maximize=True, task_description="predict churn",
                       leaderboard_rows=build_leaderboard(nodes3(), "pilot", True), temperature=0.7,
                       max_tokens=500, fresh_hypotheses=list(fresh)))
 

@@ -21,7 +21,7 @@ from evoforge.flows.prefect_artifacts import RunArtifacts, artifact_key, table_r
 from evoforge.flows.run_names import folder_run_name
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.nodestore import NodeStore
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
 from tests.helpers import prefect_run_of, read_nodes, read_status
 
 
@@ -42,7 +42,7 @@ def test_the_table_artifact_ranks_the_pool_best_first():
         pool.add(node)
     pool.nodes[0].params = {"r": 0.5, "k": 3}
     rows = table_rows(pool, top=2)
-    assert [(r["rank"], r["node"], r["score"], r["stage"]) for r in rows] == [(1, "b", 1.0, "full"),
+    assert [(r["rank"], r["node"], r["score"], r["level"]) for r in rows] == [(1, "b", 1.0, "full"),
                                                                              (2, "c", 2.0, "full")]
     assert next(r for r in table_rows(pool) if r["node"] == pool.nodes[0].id)["params"] == "k=3, r=0.5"
     assert rows[0]["parent"] == "a" and rows[0]["status"] == "evaluated"

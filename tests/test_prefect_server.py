@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 _PROBE = """
 import json, os, sys
 from pathlib import Path
-from evoforge.flows.prefect_server import needs_temporary_server, start_temporary_server
+from evoforge.infra.prefect_server import needs_temporary_server, start_temporary_server
 before = os.readlink("/proc/self/fd/2")
 assert needs_temporary_server()
 server = start_temporary_server(Path(sys.argv[1]))

@@ -8,12 +8,12 @@ from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths
-from evoforge.stages.commit import Committer
-from evoforge.stages.leaderboard import leaderboard_md
-from evoforge.stages.pool import Pool
-from evoforge.stages.promotion import Promoted, promotion_candidates, spearman, summarize
+from evoforge.stages.population.pool import Pool
+from evoforge.stages.population.stats import RunStats
+from evoforge.stages.reports.leaderboard import leaderboard_md
+from evoforge.stages.rounds.promotion import Promoted, promotion_candidates, spearman, summarize
 from evoforge.stages.sample import make_sampler
-from evoforge.stages.stats import RunStats
+from evoforge.stages.sinks.commit import Committer
 
 
 def _node(i: int, pilot: float, full: float | None = None, **kw) -> Node:
@@ -30,7 +30,7 @@ def test_spearman_on_known_rankings():
 
 
 def test_candidates_are_the_top_pilot_nodes_not_yet_promoted():
-    pool = Pool(maximize=True, stage="pilot")
+    pool = Pool(maximize=True, level="pilot")
     for i, (pilot, full) in enumerate([(0.9, 0.8), (0.8, None), (0.7, None), (0.6, None)]):
         pool.add(_node(i, pilot, full, promoted_round=1 if full is not None else None))
     assert [n.id for n in promotion_candidates(pool, 2)] == ["n1", "n2"]
@@ -56,7 +56,7 @@ def test_minimised_tasks_rank_the_other_way():
 
 
 def test_the_commit_folds_full_scores_in_and_moves_the_winner(tmp_path):
-    pool = Pool(maximize=True, stage="pilot")
+    pool = Pool(maximize=True, level="pilot")
     nodes = [_node(0, 0.95), _node(1, 0.90), _node(2, 0.85)]
     for n in nodes:
         pool.add(n)

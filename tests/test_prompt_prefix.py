@@ -8,14 +8,14 @@ import asyncio
 import os
 import random
 
+from evoforge.cognition.knowledge import Knowledge
 from evoforge.evaluators.task import load_task
 from evoforge.infra.llm_sim.answers import build_answer
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.infra.prompt_format import FORMAT_DIFF, FORMAT_REWRITE, extract_program, requested_format
-from evoforge.stages.learn import Knowledge
 from evoforge.stages.mutation_contract import CONTRACT
-from evoforge.stages.prompts import SYSTEM, research_messages, stable_prefix
+from evoforge.stages.research_prompt import SYSTEM, research_messages, stable_prefix
 from evoforge.stages.sample.inspirations import BEST, Inspiration
 
 TASK = load_task("circle_packing")

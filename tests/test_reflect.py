@@ -13,14 +13,14 @@ from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import SearchReplace, render_diff
 from evoforge.infra.nodes import EVALUATED, STALE, Node
 from evoforge.infra.offline.backend import OfflineBackend
-from evoforge.stages.context import StageContext
-from evoforge.stages.history import NEW_BEST, PoolHistory
-from evoforge.stages.item import Item
-from evoforge.stages.pool import Pool
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.stage import COMMIT
+from evoforge.stages.population.history import NEW_BEST, PoolHistory
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.reflect import reflect
 from evoforge.stages.research import unified_diff
 from evoforge.stages.sample import make_sampler
-from evoforge.stages.stage import COMMIT
 from tests.scripted_llm import Scripted
 
 TASK = load_task("circle_packing")

@@ -1,5 +1,5 @@
 """No evaluation twice: a repeated program is served the recorded result (or waits for the one in
-flight) and costs no evaluation; other stages or knob values are evaluated; status counts the
+flight) and costs no evaluation; other levels or knob values are evaluated; status counts the
 repeats; a resumed run knows what it evaluated before."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, PRUNED, REJECTED, 
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.infra.runfiles import RunPaths
-from evoforge.stages.candidate import new_candidate
 from evoforge.stages.engineer import Engineer, engineer
-from evoforge.stages.evaluation_job import EvalReport, EvalRequest, InlineEvaluations, Release
-from evoforge.stages.item import Item
-from evoforge.stages.repeats import EvalKey, RepeatMemo, duplicate_evaluations
-from evoforge.stages.stage import Stage, StageResult
-from evoforge.stages.trial_runs import candidate_run
+from evoforge.stages.evaluation.job import EvalReport, EvalRequest, InlineEvaluations, Release
+from evoforge.stages.pipeline.stage import Stage, StageResult
+from evoforge.stages.population.candidate import new_candidate
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.repeats import EvalKey, RepeatMemo, duplicate_evaluations
+from evoforge.stages.sinks.mlflow_runs import candidate_run
 from tests.engine_fakes import TASK, make_harness
 from tests.guard_tasks import candidate_item, make_ctx, make_task, with_block
 
@@ -55,7 +55,7 @@ def test_two_identical_proposals_in_flight_at_once_are_evaluated_once(tmp_path):
     runner = CountingEvaluations(asyncio.Event())
     ctx = make_ctx(task, tmp_path, evaluations=runner)
     first, second = _item(task, GOOD, "first"), _item(task, SAME_AS_GOOD, "second")
-    key = EvalKey.of(first.node.code, task.search_stage, {})
+    key = EvalKey.of(first.node.code, task.search_level, {})
 
     async def both() -> tuple[StageResult, StageResult]:
         one = asyncio.ensure_future(engineer(first, ctx))
@@ -194,11 +194,11 @@ def test_a_resumed_run_knows_the_programs_evaluated_before(tmp_path):
     cfg = RunConfig.model_validate({"tracking": {"mlflow": False}, "cognition": {"enabled": False}})
     session = open_session(TASK, cfg, run_dir, OfflineBackend(), tmp_path / "ws")
     try:
-        memo, stage = session.ctx.repeats, TASK.search_stage
-        assert memo.recorded(EvalKey.of(good + "\n# again\n", stage, {})).node_id == "good"
-        failure = memo.recorded(EvalKey.of(crash, stage, {}))
+        memo, level = session.ctx.repeats, TASK.search_level
+        assert memo.recorded(EvalKey.of(good + "\n# again\n", level, {})).node_id == "good"
+        failure = memo.recorded(EvalKey.of(crash, level, {}))
         assert failure.node_id == "crash" and failure.error == "exited with code 3"
-        assert memo.recorded(EvalKey.of(good + "\nx = 1\n", stage, {})) is None  # never evaluated
+        assert memo.recorded(EvalKey.of(good + "\nx = 1\n", level, {})) is None  # never evaluated
         assert len(memo) == 3
     finally:
         session.store.close()
@@ -208,7 +208,7 @@ def test_a_seed_evaluated_again_on_a_rerun_replaces_its_recorded_failure():
     failed = Node(id="seed", run_id="r", code=TASK.initial_code, origin="seed", status=FAILED,
                   error="exited with code 1", evaluated_at=1.0)
     memo = RepeatMemo.rebuild([failed], TASK)
-    key = EvalKey.of(TASK.initial_code, TASK.search_stage, {})
+    key = EvalKey.of(TASK.initial_code, TASK.search_level, {})
     assert memo.recorded(key).status == "failed"
     memo.finish(key, failed.copy(status=EVALUATED, error=None, score_full=1.5, evaluated_at=2.0), "full")
     assert memo.recorded(key).score == 1.5

@@ -16,7 +16,8 @@ from evoforge.infra.nodes import EVALUATED, FAILED, REJECTED, STALE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths
 from evoforge.infra.timeline import Timeline
-from evoforge.stages.report_figures import (
+from evoforge.stages.population.stats import RunStats
+from evoforge.stages.reports.figures import (
     ancestry,
     best_curve,
     failure_counts,
@@ -24,7 +25,6 @@ from evoforge.stages.report_figures import (
     throughput,
     wall_clock,
 )
-from evoforge.stages.stats import RunStats
 from tests.helpers import read_nodes
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -63,7 +63,7 @@ def _run_folder(tmp_path: Path, nodes: list[Node], timeline: list[tuple[float, f
     run_dir.mkdir()
     with NodeStore(paths.db) as store:
         store.write(nodes, {"task": "circle_packing", "direction": "maximize", "run_id": "r1"})
-    paths.status.write_text(json.dumps({"state": "finished", "best_node": "b", "search_stage": "full"}))
+    paths.status.write_text(json.dumps({"state": "finished", "best_node": "b", "search_level": "full"}))
     line = Timeline(paths.timeline, session=T0)
     for t, wall_s, finished in timeline:
         line.append({"wall_s": wall_s, "evaluations": finished, "engineer_workers": 2, "engineer_busy": 1,

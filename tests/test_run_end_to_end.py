@@ -161,7 +161,7 @@ def test_an_openevolve_example_folder_runs_unchanged(tmp_path):
 def test_prefect_records_the_flow_and_a_task_run_per_stage_call(tmp_path, monkeypatch, executor):
     import threading
 
-    from evoforge.flows import evaluation_tasks
+    from evoforge.stages.evaluation import prefect_tasks as evaluation_tasks
 
     threads: list[str] = []
     real = evaluation_tasks.run_evaluation

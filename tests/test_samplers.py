@@ -13,7 +13,7 @@ import pytest
 from evoforge.flows.bench_cli import add_bench_parser, run_bench
 from evoforge.infra.config import ConfigError, SearchConfig, load_config
 from evoforge.infra.nodes import EVALUATED, FAILED, SPECULATIVE, Node
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample import IslandSampler, make_sampler, rebuild_sampler, sampler_names
 from evoforge.stages.sample.credit import DescendantCredit
 from evoforge.stages.sample.greedy import GreedySampler

@@ -287,11 +287,11 @@ def test_task_modules_are_not_shadowed_by_evoforge_files(tmp_path: Path, scratch
     (root / "initial_program.py").write_text(SEED)
     (root / "sandbox.py").write_text("VALUE = 7.0\n")  # same name as evaluators/sandbox.py
     (root / "evaluator.py").write_text(
-        "from sandbox import VALUE\n\ndef evaluate(program_path, stage='full'):\n"
-        "    return {'combined_score': VALUE, 'pilot': float(stage == 'pilot')}\n"
+        "from sandbox import VALUE\n\ndef evaluate(program_path, level='full'):\n"
+        "    return {'combined_score': VALUE, 'pilot': float(level == 'pilot')}\n"
     )
     task = load_task(root)
-    assert task.stage_aware
-    outcome = asyncio.run(evaluate_program(task, SEED, stage="pilot", scratch_root=scratch))
+    assert task.level_aware
+    outcome = asyncio.run(evaluate_program(task, SEED, level="pilot", scratch_root=scratch))
     assert outcome.ok, outcome.error
     assert outcome.score == 7.0 and outcome.metrics["pilot"] == 1.0

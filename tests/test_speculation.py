@@ -7,8 +7,8 @@ import pytest
 
 from evoforge.evaluators.cases import CaseResult
 from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SPECULATIVE, Node
-from evoforge.stages.pool import Pool
-from evoforge.stages.speculation import Reference, Speculation, confirmed
+from evoforge.stages.population.pool import Pool
+from evoforge.stages.population.speculation import Reference, Speculation, confirmed
 
 CASES = [str(i) for i in range(8)]
 
@@ -148,10 +148,10 @@ def _committer(tmp_path):
     from evoforge.infra.config import SearchConfig
     from evoforge.infra.nodestore import NodeStore
     from evoforge.infra.runfiles import RunPaths
-    from evoforge.stages.commit import Committer
-    from evoforge.stages.history import PoolHistory
+    from evoforge.stages.population.history import PoolHistory
+    from evoforge.stages.population.stats import RunStats
     from evoforge.stages.sample import make_sampler
-    from evoforge.stages.stats import RunStats
+    from evoforge.stages.sinks.commit import Committer
 
     pool = Pool()
     best = _best(0.5)
@@ -164,7 +164,7 @@ def _committer(tmp_path):
 
 def _released_item(pool: Pool):
     """An item under evaluation, and the speculative snapshot of its node the engineer releases."""
-    from evoforge.stages.item import Item
+    from evoforge.stages.population.item import Item
 
     node = Node(id="spec", run_id="r", code="s")
     snapshot = node.copy(status=SPECULATIVE, score_partial=0.8, speculative_at=1.0)
@@ -192,8 +192,8 @@ def test_commit_confirms_a_speculation_whose_full_score_holds(tmp_path):
 
 
 def test_commit_rolls_back_a_speculation_the_full_evaluation_disagrees_with(tmp_path):
-    from evoforge.stages.item import Item
-    from evoforge.stages.speculation import taint_derived
+    from evoforge.stages.population.item import Item
+    from evoforge.stages.population.speculation import taint_derived
 
     committer, pool, best, store = _committer(tmp_path)
     item, snapshot = _released_item(pool)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from evoforge.infra.config import StalenessConfig
 from evoforge.infra.nodes import Node
-from evoforge.stages.history import NEW_BEST, PoolHistory
-from evoforge.stages.item import Item
-from evoforge.stages.staleness import DROP, PASS, REFLECT, change_similarity, decide
+from evoforge.stages.population.history import NEW_BEST, PoolHistory
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.staleness import DROP, PASS, REFLECT, change_similarity, decide
 
 RADIUS_DIFF = "--- parent\n+++ candidate\n-    r = 0.45\n+    r = 0.47\n"
 ANGLE_DIFF = "--- parent\n+++ candidate\n-    angle = 0.1 * k\n+    angle = 0.12 * k\n"

@@ -49,7 +49,7 @@ def test_builtin_task_by_name_and_by_path() -> None:
     )
     assert "1e-6" in by_name.description
     assert by_name.sources == ("task.yaml",)
-    assert not by_name.cascade and not by_name.stage_aware
+    assert not by_name.cascade and not by_name.level_aware
 
 
 def test_openevolve_folder_maps_config_yaml() -> None:
@@ -86,11 +86,30 @@ def test_cascade_defaults_on_without_config(tmp_path: Path) -> None:
     assert task.sources == ()
 
 
-def test_stage_aware_evaluator_is_detected(tmp_path: Path) -> None:
-    evaluator = "def evaluate(program_path, *, stage='full'):\n    return {}\n"
+def test_level_aware_evaluator_is_detected(tmp_path: Path) -> None:
+    evaluator = "def evaluate(program_path, *, level='full'):\n    return {}\n"
     task = load_task(make_task(tmp_path / "t", {"initial_program.py": PROGRAM,
                                                  "evaluator.py": evaluator}))
-    assert task.stage_aware
+    assert task.level_aware
+
+
+def test_an_evaluator_taking_the_old_stage_parameter_is_refused_naming_level(tmp_path: Path) -> None:
+    evaluator = "def evaluate(program_path, stage='full'):\n    return {}\n"
+    with pytest.raises(TaskError) as info:
+        load_task(make_task(tmp_path / "t", {"initial_program.py": PROGRAM, "evaluator.py": evaluator}))
+    assert str(info.value) == ("evaluator.py: evaluate(program_path, stage=...) is now "
+                               "evaluate(program_path, level=...) (pilot, full and final are "
+                               "evaluation levels)")
+
+
+def test_the_old_stages_key_of_task_yaml_is_refused_naming_levels(tmp_path: Path) -> None:
+    evaluator = "def evaluate(program_path, level='full'):\n    return {}\n"
+    root = make_task(tmp_path / "t", {"initial_program.py": PROGRAM, "evaluator.py": evaluator,
+                                      "task.yaml": "stages:\n  pilot: {data_fraction: 0.1}\n  full: {}\n"})
+    with pytest.raises(TaskError) as info:
+        load_task(root)
+    assert str(info.value) == ("task.yaml: 'stages' is now 'levels' (pilot, full and final are evaluation "
+                               "levels; a stage is a pipeline stage)")
 
 
 def test_single_marked_program_is_found(tmp_path: Path) -> None:
@@ -187,7 +206,7 @@ C_PROGRAM = ("#include <stdio.h>\n// EVOLVE-BLOCK-START\nint n = 3;\n// EVOLVE-B
 
 
 def test_non_python_program_is_found_with_its_language_and_guarded_by_its_markers(tmp_path: Path) -> None:
-    from evoforge.stages.guardrails import static_violation
+    from evoforge.stages.evaluation.guardrails import static_violation
 
     root = make_task(tmp_path / "c", {"initial_program.c": C_PROGRAM, "evaluator.py": EVALUATOR})
     task = load_task(root)

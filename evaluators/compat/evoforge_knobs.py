@@ -1,7 +1,7 @@
 """Tunable values of a candidate program: ``knob(name, default, ...)`` reads the value evoforge chose.
 
 A knob declares one tunable number or choice inside an EVOLVE block; evoforge reads the
-declarations from the source (``stages/param_space.py``), picks values, and the sandbox harness
+declarations from the source (``stages/tuning/param_space.py``), picks values, and the sandbox harness
 hands them to the program as the JSON object in ``EVOFORGE_PARAMS``. Without a value for the
 knob (or outside evoforge) the default is used. Stdlib only: the sandbox child imports it. ::
 

@@ -10,9 +10,9 @@ from evoforge.infra.evolve_block import START_MARKER, EditError
 from evoforge.infra.llm_sim.citations import citation_lines
 from evoforge.infra.offline.analysis import simulated_analysis
 from evoforge.infra.offline.answer import render_answer
-from evoforge.infra.offline.judge import simulated_judge_answer
+from evoforge.infra.offline.judge_answer import simulated_judge_answer
 from evoforge.infra.offline.mutate import mutate_program
-from evoforge.infra.offline.plan import simulated_plan_answer
+from evoforge.infra.offline.plan_answer import simulated_plan_answer
 from evoforge.infra.offline.reflection import draw_decision, reflection_answer
 from evoforge.infra.prompt_format import (
     PROGRAM_HEADER,

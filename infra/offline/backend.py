@@ -11,9 +11,9 @@ from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import Completion, LLMError
 from evoforge.infra.offline.analysis import offline_analysis
 from evoforge.infra.offline.answer import render_answer
-from evoforge.infra.offline.judge import offline_judge_answer
+from evoforge.infra.offline.judge_answer import offline_judge_answer
 from evoforge.infra.offline.mutate import mutate_program
-from evoforge.infra.offline.plan import offline_plan_answer
+from evoforge.infra.offline.plan_answer import offline_plan_answer
 from evoforge.infra.offline.reflection import reflection_answer
 from evoforge.infra.prompt_format import (
     PROGRAM_HEADER,

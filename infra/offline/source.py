@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from evoforge.infra import pyast
 from evoforge.infra.evolve_block import split_program
 
-KNOB_FUNCTION = "knob"  # the call that declares a tunable value (stages/param_space.py)
+KNOB_FUNCTION = "knob"  # the call that declares a tunable value (stages/tuning/param_space.py)
 _NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
 _SEED_NAME = re.compile(r"seed|random_state", re.IGNORECASE)
 

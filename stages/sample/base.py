@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample.credit import DescendantCredit
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from evoforge.evaluators.task import load_task
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import EVALUATED, Node
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample.base import IslandSampler
 from evoforge.stages.sample.inspirations import pick_inspirations
 from evoforge.stages.sample.resume import rebuild_sampler

@@ -9,7 +9,7 @@ on up the lineage while the share stays above 1/1000. Samplers may weight parent
 from __future__ import annotations
 
 from evoforge.infra.nodes import Node
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
 
 _MIN_SHARE = 1e-3
 _MAX_DEPTH = 32

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import FORMAT_DIFF, FORMAT_REWRITE
-from evoforge.stages.branch_shares import branch_parent
-from evoforge.stages.candidate import new_candidate
-from evoforge.stages.context import StageContext
-from evoforge.stages.item import Item
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.population.candidate import new_candidate
+from evoforge.stages.population.item import Item
+from evoforge.stages.rounds.branch_shares import branch_parent
 from evoforge.stages.sample.base import IslandSampler
 from evoforge.stages.sample.inspirations import pick_inspirations
 

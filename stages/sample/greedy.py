@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from evoforge.infra.nodes import Node
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample.base import SamplerBase, register
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from evoforge.infra.nodes import Node
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample.base import ParentSampler, random_nodes
 
 BEST, DIVERSE, RECENT = "best", "diverse", "recent"

@@ -8,7 +8,7 @@ from typing import Any
 
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample.base import SamplerBase, random_nodes, register
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample.base import ParentSampler, SamplerBase, make_sampler
 
 SAMPLER_STATE_META = "sampler_state"  # the state a session closed with (meta of the node database)

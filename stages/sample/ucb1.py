@@ -10,7 +10,7 @@ import numpy as np
 
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
-from evoforge.stages.pool import Pool
+from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample.base import SamplerBase, register
 
 _GROW = 1024

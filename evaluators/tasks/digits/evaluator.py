@@ -1,8 +1,8 @@
-"""Score a digit classifier on scikit-learn's digits data at the pilot, full or final stage.
+"""Score a digit classifier on scikit-learn's digits data at the pilot, full or final level.
 
 The program defines ``build_model()`` returning a fresh estimator with ``fit(X, y)`` and
 ``predict(X)``; it is called once per fit. The splits are fixed by ``SEED``: a stratified
-``FINAL_SHARE`` of the images is held out for ``final`` and never used by the other stages; the
+``FINAL_SHARE`` of the images is held out for ``final`` and never used by the other levels; the
 rest is the training data. ``pilot`` fits once on a stratified ``data_fraction`` of the training
 data (``EVOFORGE_DATA_FRACTION``, else ``PILOT_FRACTION``), drawn outside a fixed validation
 slice (``PILOT_VALIDATION_SHARE`` of the training data), and scores that slice. ``full`` scores
@@ -31,20 +31,20 @@ PILOT_FRACTION = 0.1
 PILOT_VALIDATION_SHARE = 0.25
 FULL_FOLDS = 5
 FULL_REPEATS = 10
-STAGES = ("pilot", "full", "final")
+LEVELS = ("pilot", "full", "final")
 
 
-def evaluate(program_path, stage="full"):
-    """Accuracy of the program's model at ``stage``, with the training size and number of fits."""
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
+def evaluate(program_path, level="full"):
+    """Accuracy of the program's model at ``level``, with the training size and number of fits."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown level {level!r} (levels: {', '.join(LEVELS)})")
     build_model = _load_build_model(program_path)
     x_train, x_final, y_train, y_final = _splits()
     spread = 0.0
     with threadpool_limits(limits=1):
-        if stage == "pilot":
+        if level == "pilot":
             accuracy, train_size, fits = _pilot(build_model, x_train, y_train)
-        elif stage == "full":
+        elif level == "full":
             accuracy, spread, train_size, fits = _cross_validate(build_model, x_train, y_train)
         else:
             accuracy = _fit_score(build_model, x_train, y_train, x_final, y_final)
@@ -55,7 +55,7 @@ def evaluate(program_path, stage="full"):
         "train_size": train_size,
         "fits": fits,
         "accuracy_se": spread,  # full: standard error of the mean over the folds (0 elsewhere)
-        "stage": stage,
+        "level": level,
     }
 
 

@@ -1,0 +1,46 @@
+"""One LLM call made for a candidate, with its cost charged to the candidate's node and the call
+noted for its MLflow trace."""
+
+from __future__ import annotations
+
+import time
+
+from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
+from evoforge.infra.llm_traces import note_call
+from evoforge.infra.nodes import Node
+from evoforge.stages.pipeline.authorship import answer_kind
+from evoforge.stages.pipeline.context import StageContext
+
+
+async def ask_llm(ctx: StageContext, node: Node, messages: list[dict[str, str]]) -> Completion:
+    """The run's LLM answer to `messages`, its seconds and tokens added to `node`; a failed call
+    adds the seconds it took and raises its LLMError for the stage to record."""
+    started_at, start = time.time(), time.perf_counter()
+    try:
+        completion = await ctx.llm.complete(messages, temperature=ctx.config.llm.temperature,
+                                            max_tokens=ctx.config.llm.max_tokens)
+    except LLMError as exc:
+        node.llm_s += time.perf_counter() - start
+        trace_call(ctx.llm, messages, started_at, time.perf_counter() - start, error=str(exc))
+        raise
+    node.llm_s += completion.seconds
+    node.tokens_in += completion.tokens_in
+    node.tokens_out += completion.tokens_out
+    trace_call(ctx.llm, messages, started_at, completion.seconds, completion)
+    return completion
+
+
+def trace_call(llm: LLMBackend, messages: list[dict[str, str]], started_at: float, seconds: float,
+               completion: Completion | None = None, error: str | None = None) -> None:
+    """Note a call to `llm` (answered, or failed with `error`) for its MLflow trace; outside a
+    recording (a stage run, the plan agent's round) nothing is noted."""
+    if completion is None:
+        offline = llm.name == "offline"
+        note_call(messages, answer="", backend=llm.name, model=llm.model,
+                  author="offline" if offline else "unknown", tokens_in=0, tokens_out=0,
+                  started_at=started_at, seconds=seconds, error=error)
+        return
+    note_call(messages, answer=completion.text, backend=completion.backend, model=completion.model,
+              author=answer_kind(completion), tokens_in=completion.tokens_in,
+              tokens_out=completion.tokens_out, started_at=started_at, seconds=seconds,
+              attempts=completion.attempts)

@@ -1,0 +1,56 @@
+"""report.md of a run, with its plots: written at the end of every run and by `evoforge report`.
+
+For a gated ML task the held-out final scores, the pilot-vs-full comparison of the promotions,
+what Optuna bought and the plan versions come first; every run gets the plots (report/*.png).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evoforge.infra.nodes import Node
+from evoforge.infra.nodestore import NodeStore
+from evoforge.infra.runfiles import RunPaths, write_atomic
+from evoforge.stages.reports.figures import Figure, report_figures
+from evoforge.stages.reports.gated_report import final_section, optuna_section, plan_section, stages_section
+from evoforge.stages.reports.origins import report_md
+from evoforge.stages.rounds.branches import Plan
+from evoforge.stages.rounds.promotion import PromotionSummary
+from evoforge.stages.rounds.records import PLANS_META, PROMOTIONS_META, plan_from_dict, summary_from_dict
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the report is about: the task's name and direction, its search level, whether it is gated."""
+
+    task: str
+    maximize: bool
+    search_level: str = "full"
+    gated: bool = False
+
+
+def rounds_of(store: NodeStore) -> tuple[list[Plan], list[PromotionSummary]]:
+    """The plan versions and promotion rounds the run recorded in its node database."""
+    return ([plan_from_dict(p) for p in store.get_meta(PLANS_META, [])],
+            [summary_from_dict(p) for p in store.get_meta(PROMOTIONS_META, [])])
+
+
+def write_report(paths: RunPaths, store: NodeStore, facts: RunFacts, best_id: str | None,
+                 plans: Sequence[Plan] = (), promotions: Sequence[PromotionSummary] = ()
+                 ) -> tuple[str, list[Figure]]:
+    """Write report.md and its plots; returns the text and the figures drawn."""
+    nodes: list[Node] = store.all()
+    sections: list[str] = []
+    if facts.gated:
+        sections = [*final_section(store.final_scores(), {n.id: n for n in nodes}),
+                    *stages_section(nodes, promotions, facts.maximize),
+                    *optuna_section(nodes, facts.search_level, facts.maximize),
+                    *plan_section(plans)]
+    elif any(n.trials_run for n in nodes):
+        sections = optuna_section(nodes, facts.search_level, facts.maximize)
+    figures, drawn = report_figures(paths, nodes, facts.search_level, facts.maximize, best_id=best_id)
+    text = report_md(facts.task, nodes, facts.maximize, level=facts.search_level, sections=sections)
+    text += "\n" + "\n".join(figures)
+    write_atomic(paths.report, text)
+    return text, drawn

@@ -1,0 +1,59 @@
+"""Rounds: every `rounds.size` finished candidates is one round; every K rounds the round jobs
+run beside the pipeline — the plan agent (`plan.every`) and the promotion subflow
+(`promotion.every`) — and their decisions reach the run through the commit coroutine.
+
+A round job is a background task of the engine, so an exception in it takes the run down
+through the engine's one fatal path, like any other background task.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+log = logging.getLogger("evoforge.rounds")
+
+
+class RoundsHost(Protocol):
+    """What the round jobs need of the engine running them."""
+
+    committer: Any
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> bool: ...
+
+    async def in_commit(self, apply: Callable[[], Any]) -> Any: ...
+
+
+@dataclass(frozen=True)
+class RoundJob:
+    """Something to do every `every` rounds: `run(round)`."""
+
+    name: str
+    every: int
+    run: Callable[[int], Awaitable[None]]
+
+
+def round_size(configured: int | None, slots: int) -> int:
+    """Candidates per round: as configured, else one per plan slot."""
+    return configured or slots
+
+
+async def run_rounds(engine: RoundsHost, jobs: list[RoundJob], size: int) -> None:
+    """Run each job whenever its round comes, until the run stops. Rounds already passed in an
+    earlier session of the run are not run again."""
+    stats = engine.committer.stats
+    passed = stats.proposals // size
+    log.info("rounds of %d candidates; %d passed before; jobs: %s", size, passed,
+             ", ".join(f"{j.name} every {j.every}" for j in jobs))
+    def round_passed() -> bool:
+        return stats.proposals >= (passed + 1) * size
+
+    while await engine.wait_until(round_passed):
+        now = stats.proposals // size  # a slow job may have let several rounds pass: run it once
+        for job in jobs:
+            if now // job.every > passed // job.every:
+                log.info("round %d: %s", now, job.name)
+                await job.run(now)
+        passed = now
