@@ -269,7 +269,7 @@ def mlflow_audit(series: Series, nodes: list[Node]) -> tuple[list[str], list[str
 
 def sampler_matches(run_dir: Path, nodes: list[Node], sampler: str) -> bool:
     """True when the state the last session closed with equals a rebuild from the database."""
-    from evoforge.flows.session import rebuild_pool
+    from evoforge.flows.run_state import rebuild_pool
     from evoforge.infra.config import RunConfig
     from evoforge.stages.sample import rebuild_sampler
     from evoforge.stages.sample.resume import SAMPLER_STATE_META, sampler_state

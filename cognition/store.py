@@ -181,9 +181,41 @@ class CognitionBase:
         added = self.add([item], vectors={item.id: vector})
         return added[0] if added else None
 
+    def add_novel(self, items: list[CognitionItem], max_similarity: float) -> list[CognitionItem]:
+        """Add the items that are new: not stored already (same text), not at least this similar
+        to a stored item of their task, nor to an item added before them in this call. One
+        embedder call for all of them, one write; returns those added, in order."""
+        if not items:
+            return []
+        stored = self.known_ids([item.id for item in items])
+        items = [item for item in items if item.id not in stored]
+        if not items:
+            return []
+        vectors = self.embed(items)
+        keep: list[int] = []
+        for i, item in enumerate(items):
+            nearest = self.search_vector(vectors[i], k=1, task=item.task)
+            if nearest and nearest[0][1] >= max_similarity:
+                continue
+            if any(float(np.dot(vectors[i], vectors[j])) >= max_similarity for j in keep):
+                continue
+            keep.append(i)
+        return self.add([items[i] for i in keep], vectors={items[i].id: vectors[i] for i in keep})
+
+    def known_ids(self, ids: list[str]) -> set[str]:
+        """Which of these item ids the base holds."""
+        if not ids or not self._opened():
+            return set()
+        quoted = ", ".join(_quote(i) for i in dict.fromkeys(ids))
+        return {row["id"] for row in self._rows(f"id IN ({quoted})", limit=len(ids))}
+
     def embed(self, items: list[CognitionItem]) -> np.ndarray:
         """The items' embeddings in one call of this base's embedder (one row per item)."""
         return self._vectors([item.embedding_text() for item in items])
+
+    def query_vector(self, query: str) -> np.ndarray:
+        """The embedding of a query text (to search several bases of the same embedder with)."""
+        return self._vectors([query])[0]
 
     def search(
         self, query: str, k: int = 5, task: str | None = None, min_score: float | None = None

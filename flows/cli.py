@@ -1,5 +1,5 @@
-"""The `evoforge` command line: run, status, leaderboard, best, report, tasks, llm-sim, bench, cognition,
-deploy."""
+"""The `evoforge` command line: run, status, leaderboard, best, report, tasks, stages, llm-sim, bench,
+cognition, deploy, serve-llm."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from evoforge.flows.bench_cli import add_bench_parser, run_bench
 from evoforge.flows.cognition_cli import add_cognition_parser, run_cognition
 from evoforge.flows.deploy_cli import DeployArgError, add_deploy_parser, run_deploy
 from evoforge.flows.serve_llm_cli import add_serve_llm_parser, run_serve_llm
+from evoforge.flows.stages_cli import add_stages_parser, run_stages
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.circuit import LLMOutage
 from evoforge.infra.llm_sim import cli_args as sim_args
@@ -65,13 +66,15 @@ def _one_line(message: str, parser: argparse.ArgumentParser) -> str:
 
 
 def _parse_workers(text: str) -> dict[str, int]:
+    """`name=count` pairs, one per stage (`evoforge stages` lists a run's stages; a name the run
+    does not have is refused when the pipeline is built)."""
     out: dict[str, int] = {}
     for part in text.split(","):
         name, _, value = part.partition("=")
-        if name.strip() not in ("research", "engineer") or not value.strip().isdigit():
+        if not name.strip().isidentifier() or not value.strip().isdigit() or int(value) < 1:
             raise argparse.ArgumentTypeError(
-                f"takes stage=count pairs for research and engineer (e.g. research=8,engineer=2), "
-                f"got '{part}'")
+                f"takes stage=count pairs, a count of at least 1 for each stage (e.g. "
+                f"research=8,engineer=2,analyze=4), got '{part}'")
         out[name.strip()] = int(value)
     return out
 
@@ -112,7 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--llm-base-url", help="OpenAI-compatible server, e.g. http://gpu-box:8000/v1")
     run.add_argument("--llm-model", help="model name (default: the server's first model)")
     run.add_argument("--mode", choices=["async", "sync"])
-    run.add_argument("--workers", type=_parse_workers, help="e.g. research=8,engineer=2")
+    run.add_argument("--workers", type=_parse_workers,
+                     help="workers per stage, e.g. research=8,engineer=2,analyze=4 (see evoforge stages)")
+    run.add_argument("--plugin", action="append", metavar="FILE",
+                     help="a stage plug-in: a .py file or a module name (repeatable; see README)")
     run.add_argument("--seed", type=int)
     run.add_argument("--sampler", help="parent sampler: greedy, uniform, ucb1, map_elites, islands")
     run.add_argument("--staleness", choices=["full", "guarded", "reflective"], help="staleness policy")
@@ -120,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--adaptive", action="store_true", help="adaptive worker counts")
     run.add_argument("--no-mlflow", action="store_true", help="do not track in MLflow")
     run.add_argument("--no-prefect-tasks", action="store_true",
-                     help="run stages inline instead of as Prefect task runs (the flow stays)")
+                     help="no Prefect task runs at all, evaluations included (the flow stays)")
     run.add_argument("--executor", choices=["loop", "threads", "dask"],
                      help="where evaluations run: the flow's event loop, its threads, a Dask cluster")
     run.add_argument("--dask-address", help="Dask scheduler, e.g. tcp://host:8786 (default: a local cluster)")
@@ -141,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="write and print a run's report.md and its plots")
     _run_target(report)
     sub.add_parser("tasks", help="list the built-in tasks")
+    add_stages_parser(sub)
     sim = sub.add_parser("llm-sim", help="local OpenAI-compatible LLM simulator (no real LLM)")
     sim_args.add_arguments(sim)
     add_bench_parser(sub)
@@ -155,7 +162,7 @@ RUN_FLAGS = {
     "workspace": "--workspace", "seed": "--seed", "budget.max_evals": "--max-evals",
     "budget.max_wall_s": "--max-wall-s", "budget.max_tokens": "--max-tokens",
     "llm.base_url": "--llm-base-url", "llm.model": "--llm-model", "engine.mode": "--mode",
-    "engine.workers.research": "--workers", "engine.workers.engineer": "--workers",
+    "engine.plugins": "--plugin",
     "tracking.mlflow": "--no-mlflow", "search.sampler": "--sampler", "staleness.policy": "--staleness",
     "speculation.alpha_spec": "--alpha-spec", "adaptive.enabled": "--adaptive",
     "engine.executor": "--executor", "engine.dask_address": "--dask-address",
@@ -174,8 +181,8 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
         "llm.base_url": ns.llm_base_url,
         "llm.model": ns.llm_model,
         "engine.mode": ns.mode,
-        "engine.workers.research": workers.get("research"),
-        "engine.workers.engineer": workers.get("engineer"),
+        **{f"engine.workers.{name}": count for name, count in workers.items()},
+        "engine.plugins": ns.plugin,
         "tracking.mlflow": False if ns.no_mlflow else None,
         "search.sampler": ns.sampler,
         "staleness.policy": ns.staleness,
@@ -197,7 +204,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
     from evoforge.infra.tracking import browse_hint, tracking_target
 
     prefect_env.guard_children()  # nothing the run starts outlives it, even a `kill -9`
-    cfg = with_workspace(load_config(ns.config, _overrides(ns), origins=RUN_FLAGS), ns.run_dir)
+    overrides = _overrides(ns)
+    origins = {**RUN_FLAGS, **{key: "--workers" for key in overrides if key.startswith("engine.workers.")}}
+    cfg = with_workspace(load_config(ns.config, overrides, origins=origins), ns.run_dir)
     workspace = Path(cfg.workspace)
     if workspace.exists() and not workspace.is_dir():  # (--workspace itself is checked in main)
         raise ConfigError(f"workspace {workspace}{f' (from {ns.config})' if ns.config else ''}: not a folder")
@@ -232,6 +241,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
     print(f"best program {final['best_program']}")
     if final.get("mlflow_run_id"):
         print(f"browse in MLflow: {browse_hint(target, final['mlflow_run_id'])}")
+    failures = final.get("tracking_failures") or {}
+    if failures:
+        print("[evoforge] some records were not written: " + "; ".join(
+            f"{name}: {f['failures']} failed (last: {f['last_error']})" for name, f in failures.items())
+            + f" (run.log has the tracebacks; `evoforge status {run_dir}` shows them)", file=sys.stderr)
     return INTERRUPTED if final["state"] == "interrupted" else 0
 
 
@@ -272,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
             return commands.cmd_report(run_dir)
         if ns.command == "tasks":
             return commands.cmd_tasks()
+        if ns.command == "stages":
+            return run_stages(ns)
         if ns.command == "bench":
             return run_bench(ns)
         if ns.command == "cognition":

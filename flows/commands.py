@@ -206,7 +206,7 @@ def cmd_report(run_dir: Path) -> int:
     timeline, and print it; refused while the run is going (its process holds the database)."""
     from evoforge.evaluators.task import TaskError, load_task
     from evoforge.infra.nodestore import NodeStore, StoreBusyError
-    from evoforge.stages.reports.run_report import RunFacts, rounds_of, write_report
+    from evoforge.stages.reports.run_report import RunFacts, held_out, rounds_of, write_report
 
     paths = RunPaths(run_dir)
     if not paths.db.is_file():
@@ -222,7 +222,8 @@ def cmd_report(run_dir: Path) -> int:
             except TaskError:
                 gated = level != "full"
             plans, promotions = rounds_of(store)
-            text, drawn = write_report(paths, store, RunFacts(task_name, maximize, level, gated),
+            text, drawn = write_report(paths, store.all(), held_out(store),
+                                       RunFacts(task_name, maximize, level, gated),
                                        status.get("best_node"), plans, promotions)
     except StoreBusyError:
         raise StoreBusyError(f"the run in {run_dir} is going and holds its node database: its report "

@@ -1,19 +1,22 @@
-"""The stage engine: one worker pool per stage plug-in, one commit coroutine, one fatal path.
+"""The stage engine: one worker pool per stage plug-in, the head, one fatal path.
 
-The engine knows stages only through the contract in stages/pipeline/stage.py. Items enter at the entry
-stage (research): a worker of that stage draws a new item (sample: parent, inspirations) when
-the scheduling policy allows, so sampling happens as late as possible. When a worker takes an
-item off its stage's queue, the stage's door (`admit`: e.g. the staleness policy) may send it
-elsewhere; otherwise the stage runs and its result is applied to the item by the engine, which
-routes it on (the stage's `then`, a stage spliced in `after` it, or wherever the result says).
-Every trip ends at the commit coroutine, the single writer.
+The engine knows stages only through the contract in stages/pipeline/stage.py and their order
+through the pipeline (stages/pipeline/pipeline.py). Items enter at the entry stage: a worker of
+that stage draws a new item (sample: parent, inspirations) when the scheduling policy allows, so
+sampling happens as late as possible. When a worker takes an item off its stage's queue, the
+stage's door (`admit`: e.g. the staleness policy) may send it elsewhere; otherwise the stage runs
+and its result is applied to the item, which goes on along its route (the next stage the run
+uses, or wherever the result says). A stage that checkpoints hands the head the proposal before
+it goes on; every trip ends at the head (`COMMIT`), which applies the result to the run state
+and emits the events the sinks record off the event loop.
 
 Failure handling: an exception inside one stage run fails that item's node, with the reason,
-and the run goes on. Any other exception — in a worker's own loop, the sampler, the commit,
-the adaptive controller, or a background task such as the ticker — stops the run promptly
-through one fatal path: logged with its traceback, then re-raised by `run()` as `EngineFailure`.
-A stop request (Ctrl+C, the wall-clock limit) wakes the engine at once; items still in a stage
-are cancelled (persisted proposals are re-queued by the next run).
+and the run goes on. Any other exception — in a worker's own loop, the sampler, the head, the
+adaptive controller, a sink's thread or a background task such as the ticker — stops the run
+promptly through one fatal path: logged with its traceback, then re-raised by `run()` as
+`EngineFailure`. A stop request (Ctrl+C, the wall-clock limit) wakes the engine at once; items
+still in a stage are cancelled (persisted proposals are sent on by the next run from where they
+were).
 
 LLM outages: while every endpoint's circuit is open (infra/llm/circuit.py) the entry stage draws
 no new item (the run is paused; calls in flight wait inside the backend, evaluations go on), and
@@ -32,25 +35,24 @@ from typing import Any
 
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
+from evoforge.flows.head import Head
 from evoforge.flows.policies import AsyncPolicy, Policy
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.stage_pool import StagePool
 from evoforge.infra.llm.circuit import Breakers, LLMOutage
 from evoforge.infra.llm.factory import circuits_of
 from evoforge.infra.nodes import FAILED, Node
+from evoforge.stages.evaluation.slots import waiting_time
 from evoforge.stages.pipeline.context import StageContext
-from evoforge.stages.pipeline.routes import build_routes
+from evoforge.stages.pipeline.pipeline import Pipeline
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
 from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.history import ROLLBACK
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.speculation import taint_derived
 from evoforge.stages.sample.draw import draw_item
-from evoforge.stages.sinks.commit import Committer
 
 log = logging.getLogger("evoforge.engine")
-
-_CHECKPOINT, _FINAL, _RELEASE, _CALL = "checkpoint", "final", "release", "call"
 
 
 class EngineFailure(RuntimeError):
@@ -61,27 +63,24 @@ class Engine:
     """Moves items through the stage pools until the budget is spent, a stop is asked, or a
     fatal error occurs."""
 
-    def __init__(self, ctx: StageContext, committer: Committer, budget: Budget, stages: Sequence[Stage],
+    def __init__(self, ctx: StageContext, head: Head, budget: Budget, pipeline: Pipeline,
                  calls: StageCalls, stop: asyncio.Event, policy: Policy | None = None,
                  controller: AdaptiveController | None = None):
         cfg = ctx.config
-        self.ctx, self.committer, self.budget, self.calls, self.stop = ctx, committer, budget, calls, stop
-        active = [s for s in stages if s.enabled(cfg)]
-        if len({s.name for s in active}) != len(active):
-            raise ValueError(f"two stages share a name: {[s.name for s in active]}")
+        self.ctx, self.head, self.budget, self.calls, self.stop = ctx, head, budget, calls, stop
+        self.pipeline = pipeline
+        active = [s for s in pipeline.stages if s.enabled(cfg)]
         self.pools: dict[str, StagePool] = {s.name: StagePool(s, s.workers(cfg)) for s in active}
-        self.routes = build_routes(stages, set(self.pools))
-        self.entry = self.pools[active[0].name]
+        self.routes = pipeline.routes(set(self.pools))
+        self.entry = self.pools[pipeline.entry(set(self.pools)).name]
         self.design_path = self._design_path()
         self.design = self.design_path[-1]  # the stage whose output the evaluators wait for
         self.downstream = self.pools.get(self.routes[self.design.name], self.design)
-        self.policy = policy or AsyncPolicy(cfg.engine.queue_size or cfg.engine.workers.engineer)
+        self.policy = policy or AsyncPolicy(cfg.engine.queue_size or self.downstream.bounds.initial)
         self.controller = controller
-        self.commit_q: asyncio.Queue[tuple[str, Item, Node | None, float] | None] = asyncio.Queue()
         self.in_flight: dict[int, Item] = {}  # every issued, unfinished item, by id()
         self.changed = asyncio.Condition()
         self.fatal: BaseException | None = None
-        self.commit_wait_s = 0.0
         self._background: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         ctx.release = self._release
@@ -105,10 +104,7 @@ class Engine:
 
     # --- what the progress line, status.json and the adaptive controller read -----------------
     def gauges(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"in_flight": len(self.in_flight), "commit_queue": self.commit_q.qsize(),
-                               "commit_wait_s": round(self.commit_wait_s, 3),
-                               "commit_flushes": self.committer.flushes,
-                               "commit_rows_written": self.committer.rows_written}
+        out: dict[str, Any] = {"in_flight": len(self.in_flight)}
         for pool in self.pools.values():
             out.update(pool.gauges())
         out.update(self.policy.gauges(self))
@@ -139,26 +135,32 @@ class Engine:
         pool = self.pools[stage]
         if pool.retiring:
             pool.retiring -= 1
-            return
-        task = self._spawn(self._worker(pool), f"{stage}-worker")
-        pool.tasks.add(task)
-        task.add_done_callback(pool.tasks.discard)
+        else:
+            task = self._spawn(self._worker(pool), f"{stage}-worker")
+            pool.tasks.add(task)
+            task.add_done_callback(pool.tasks.discard)
+        self._size_slots(pool)
 
     def remove_worker(self, stage: str) -> None:
         pool = self.pools[stage]
         if pool.workers > max(1, pool.bounds.low):
             pool.retiring += 1
+            self._size_slots(pool)
             self._wake()
+
+    def _size_slots(self, pool: StagePool) -> None:
+        """The evaluating stage's workers are the run's evaluation slots: they move together."""
+        if pool.stage.evaluates:
+            self.ctx.evaluations.resize(pool.workers)
 
     # --- the run ---------------------------------------------------------------------------------
     async def run(self, resumed: Sequence[Item] = (),
                   background: Sequence[Callable[[], Awaitable[Any]]] = ()) -> None:
         """Run to the end; raises EngineFailure when a fatal error stopped the run."""
         self._loop = asyncio.get_running_loop()
-        for item in resumed:
+        for item in resumed:  # a persisted proposal goes on from where it was, never back
             self.in_flight[id(item)] = item
-            self.send(item, self.routes[self.entry.name], from_stage=None)
-        committer = self._spawn(self._commit_loop(), "commit")
+            self.send(item, self.resume_at(item), from_stage=None)
         for pool in self.pools.values():
             for _ in range(pool.bounds.initial):
                 self.add_worker(pool.name)
@@ -169,17 +171,30 @@ class Engine:
         try:
             await self._until(lambda: self.fatal is not None or self.stop.is_set() or self._done())
         finally:
-            await self._shutdown(committer, watchers)
+            await self._shutdown(watchers)
         if isinstance(self.fatal, LLMOutage):
             raise self.fatal  # the server stayed down: its own one line, not an engine failure
         if self.fatal is not None:
             raise EngineFailure(f"{type(self.fatal).__name__}: {self.fatal}") from self.fatal
 
+    def resume_at(self, item: Item) -> str:
+        """Where a resumed proposal goes: the stage it was on its way to when it was persisted, or
+        where that stage would have sent it when this run leaves the stage out."""
+        assert item.node is not None
+        name = item.node.next_stage or self.downstream.name
+        line = [s.name for s in self.pipeline.line]
+        while name != COMMIT and name not in self.pools:
+            if name not in line:
+                return self.downstream.name
+            rest = line[line.index(name) + 1:]
+            name = next((n for n in rest if n in self.pools), COMMIT)
+        return name
+
     def _done(self) -> bool:
         """Nothing in flight and nothing more may be issued (budget spent or a limit reached)."""
         return not self.in_flight and self.budget.remaining(0) == 0
 
-    async def _shutdown(self, committer: asyncio.Task, watchers: list[asyncio.Task]) -> None:
+    async def _shutdown(self, watchers: list[asyncio.Task]) -> None:
         workers = [t for pool in self.pools.values() for t in pool.tasks]
         self.ctx.evaluations.abort_all()
         for task in workers + watchers:
@@ -189,9 +204,6 @@ class Engine:
                                  strict=True):
             if isinstance(outcome, Exception) and self.fatal is None:
                 self._fail(task.get_name(), outcome)
-        if not committer.done():
-            await self.commit_q.put(None)
-            await asyncio.wait({committer})
 
     # --- supervision: every background task reports to one fatal path ---------------------------
     def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task:
@@ -208,6 +220,11 @@ class Engine:
         exc = task.exception()
         if exc is not None:
             self._fail(task.get_name(), exc)
+
+    def fail(self, where: str, exc: BaseException) -> None:
+        """The fatal path, from any thread (a sink's, say): the run stops with this error."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._fail, where, exc)
 
     def _fail(self, where: str, exc: BaseException) -> None:
         if self.fatal is None:
@@ -233,38 +250,44 @@ class Engine:
         await self.stop.wait()
         await self._notify()
 
-    # --- items -----------------------------------------------------------------------------------
-    def send(self, item: Item, dest: str, from_stage: str | None) -> None:
-        """Route `item` to a stage's queue or to the commit (unless the policy holds it)."""
-        if from_stage is not None and self.policy.hold(self, from_stage, item, dest):
-            return
-        while dest != COMMIT and self.pools[dest].stage.skips(item, self.ctx):
-            dest = self.routes[dest]  # nothing to do there: straight on
-        if dest == COMMIT:
-            self._to_commit(_FINAL, item)
-        else:
-            self.pools[dest].queue.append(item)
-        self._wake()
-
-    def _to_commit(self, kind: str, item: Any, snapshot: Node | None = None) -> None:
-        self.commit_q.put_nowait((kind, item, snapshot, time.perf_counter()))
-
-    async def in_commit(self, apply: Callable[[], Any]) -> Any:
-        """Run `apply` on the commit coroutine, in order with the results queued before it (a
-        round job's decision reaching the single writer); returns what it returned."""
-        done: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._to_commit(_CALL, (apply, done))
-        return await done
-
     async def wait_until(self, predicate: Callable[[], bool]) -> bool:
         """Wait until `predicate` holds (checked whenever the engine changes); False when the
         run is stopping first."""
         await self._until(lambda: self._stopping() or predicate())
         return not self._stopping()
 
+    # --- items -----------------------------------------------------------------------------------
+    def send(self, item: Item, dest: str, from_stage: str | None) -> None:
+        """Route `item` to a stage's queue or to the head (unless the policy holds it)."""
+        if from_stage is not None and self.policy.hold(self, from_stage, item, dest):
+            return
+        while dest != COMMIT and self.pools[dest].stage.skips(item, self.ctx):
+            dest = self.routes[dest]  # nothing to do there: straight on
+        if dest == COMMIT:
+            self._finish(item)
+        else:
+            self.pools[dest].queue.append(item)
+        self._wake()
+
+    def _finish(self, item: Item) -> None:
+        """The item's trip ends: the head applies it; a rollback marks what derives from it."""
+        if self.head.finished(item) == ROLLBACK:
+            self._taint(item)
+        self.in_flight.pop(id(item), None)
+        self.policy.on_finished(self, item)
+
+    def _taint(self, item: Item) -> None:
+        """Mark the items in flight derived from the item's rolled-back node: their next stage's
+        door (the staleness policy) decides what becomes of them."""
+        assert item.node is not None
+        marked = taint_derived(self.in_flight.values(), item.node.id, self.head.state.lineage)
+        log.info("rolled back %s; %d in-flight items derived from it marked stale",
+                 item.node.id, len(marked))
+
     def _release(self, item: Item, snapshot: Node) -> None:
-        """Called by the engineer mid-evaluation: the item's node enters the pool now."""
-        self._to_commit(_RELEASE, item, snapshot)
+        """Called by the engineer mid-evaluation (on the loop): the item's node enters the pool now."""
+        self.head.released(item, snapshot)
+        self._wake()
 
     def _stopping(self) -> bool:
         return self.fatal is not None or self.stop.is_set()
@@ -292,22 +315,25 @@ class Engine:
         while (item := await self._take(pool)) is not None:
             admission = pool.stage.admit(item, self.ctx)
             if admission.node is not None:
-                item.apply(admission.node, {})
+                item.apply(admission.node)
             if not admission.admitted:
                 self.send(item, admission.to, from_stage=None)  # type: ignore[arg-type]
                 continue
             pool.busy += 1
             start = time.perf_counter()
-            try:
-                result = await self._guarded(pool.stage, item)
-            finally:
-                pool.busy -= 1
-                pool.busy_s += time.perf_counter() - start
-                pool.finished += 1
+            with waiting_time() as waited:  # a wait for an evaluation slot is not work
+                try:
+                    result = await self._guarded(pool.stage, item)
+                finally:
+                    pool.busy -= 1
+                    pool.busy_s += time.perf_counter() - start - waited.seconds
+                    pool.finished += 1
             item.apply(result.node, result.updates)
             dest = result.to or self.routes[pool.name]
+            if pool.stage.evaluates and self.head.evaluated(item) == ROLLBACK:
+                self._taint(item)  # a release whose evaluation failed left the pool
             if pool.stage.checkpoint and dest != COMMIT:
-                self._to_commit(_CHECKPOINT, item)
+                self.head.proposed(item, dest)
             self.send(item, dest, from_stage=pool.name)
 
     async def _guarded(self, stage: Stage, item: Item) -> StageResult:
@@ -323,59 +349,3 @@ class Engine:
             node.status, node.failed_stage = FAILED, stage.name
             node.error = f"internal error in the {stage.name} stage: {type(exc).__name__}: {exc}"
             return StageResult(node, to=COMMIT)
-
-    # --- the single writer -----------------------------------------------------------------------
-    async def _commit_loop(self) -> None:
-        """Apply results in arrival order; write them in groups (size or age, see Committer)."""
-        while True:
-            due = self.committer.flush_due()
-            if due == 0:
-                self.committer.flush()
-                continue
-            try:
-                entry = await asyncio.wait_for(self.commit_q.get(), timeout=due)
-            except TimeoutError:
-                self.committer.flush()
-                continue
-            if entry is None:
-                break
-            await self._apply(*entry)
-        self.committer.flush()
-
-    async def _apply(self, kind: str, item: Any, snapshot: Node | None, queued_at: float) -> None:
-        self.commit_wait_s += time.perf_counter() - queued_at
-        if kind == _CALL:
-            apply, done = item  # applied even when its caller was cancelled (the run stopping)
-            try:
-                result = apply()
-            except Exception as exc:
-                if done.cancelled():
-                    raise  # nobody awaits it any more: the commit's own failure, hence fatal
-                done.set_exception(exc)  # the caller's await raises it (and fails the run)
-            else:
-                if not done.cancelled():
-                    done.set_result(result)
-            await self._notify()
-            return
-        if kind == _CHECKPOINT:
-            self.committer.record_proposal(item)
-            return
-        if kind == _RELEASE:
-            assert snapshot is not None
-            await self.calls.event("speculative-release", item,
-                                   lambda it: self.committer.record_speculative(it, snapshot))
-            return
-        settling = item.node is not None and item.node.speculative_at is not None
-        event = await self.calls.event("settle-speculation" if settling else None, item,
-                                       self.committer.record_result)
-        slow = self.committer.slow_writes(item)
-        if slow is not None:  # in arrival order, but off the event loop
-            slow.done(await asyncio.to_thread(slow.work))
-        if event == ROLLBACK:
-            assert item.node is not None
-            marked = taint_derived(self.in_flight.values(), item.node.id, self.committer.lineage)
-            log.info("rolled back %s; %d in-flight items derived from it marked stale",
-                     item.node.id, len(marked))
-        self.in_flight.pop(id(item), None)
-        self.policy.on_finished(self, item)
-        await self._notify()

@@ -21,6 +21,7 @@ from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.nodestore import FinalScore
 from evoforge.stages.evaluation.requests import request_for
 from evoforge.stages.population.pool import Pool
+from evoforge.stages.sinks.base import EventKind
 
 log = logging.getLogger("evoforge.final")
 
@@ -38,7 +39,7 @@ def winners(pool: Pool, k: int) -> list[Node]:
 async def final_report_flow(run_id: str) -> dict[str, Any]:
     """Evaluate the winners on the held-out data; the scores go to the final table only."""
     live = live_runs[run_id]
-    ctx, committer = live.ctx, live.committer
+    ctx = live.ctx
     chosen = winners(ctx.pool, ctx.config.promotion.final_top)
 
     async def one(rank: int, node: Node) -> FinalScore:
@@ -48,12 +49,10 @@ async def final_report_flow(run_id: str) -> dict[str, Any]:
                           outcome.error, outcome.seconds, outcome.cpu_s or 0.0, time.time())
 
     finals = list(await asyncio.gather(*(one(i + 1, n) for i, n in enumerate(chosen))))
-    committer.flush()
-    committer.store.write_final(finals)
-    committer.stats.eval_cpu_s += sum(f.cpu_s for f in finals)
-    committer.stats.eval_s += sum(f.seconds for f in finals)
     summary = {f"final.{f.node_id}": f.score for f in finals if f.score is not None}
-    if committer.tracker is not None and summary:
-        committer.tracker.log_parent(metrics={"final_score_winner": finals[0].score or 0.0, **summary})
+    if summary:
+        summary["final_score_winner"] = finals[0].score or 0.0
+    live.head.record(EventKind.FINAL, (finals, summary), eval_s=sum(f.seconds for f in finals),
+                     eval_cpu_s=sum(f.cpu_s for f in finals))  # the sinks: the final table, never a node
     log.info("final report: %s", ", ".join(f"{f.node_id} final {f.score}" for f in finals) or "no winner")
     return {"finals": {f.node_id: f.score for f in finals}}

@@ -10,7 +10,7 @@ from typing import Any
 from evoforge.cognition.seeding import task_seeds
 from evoforge.flows.engine import Engine
 from evoforge.flows.final_report import final_report_flow
-from evoforge.flows.promotion_flow import live_runs, promotion_flow, promotion_job
+from evoforge.flows.promotion_flow import promotion_flow, promotion_job
 from evoforge.flows.session import Session
 from evoforge.stages.rounds.plan_job import plan_enabled, plan_job, start_plan
 from evoforge.stages.rounds.promotion import promotion_candidates
@@ -29,31 +29,27 @@ def _hypotheses(session: Session) -> list[str]:
 
 def round_jobs(engine: Engine, session: Session) -> list[Callable[[], Awaitable[Any]]]:
     """The background round jobs of this run (none for a plain task)."""
-    ctx, committer = session.ctx, session.committer
+    ctx, head = session.ctx, session.head
     jobs: list[RoundJob] = []
     fresh = _hypotheses(session)
     slots = ctx.config.plan.slots
     if plan_enabled(ctx):
         seeds, fresh = fresh[:slots], fresh[slots:]
-        if committer.rounds.plan is None:
-            start_plan(ctx, committer, seeds)
+        if head.state.rounds.plan is None:
+            start_plan(ctx, head, seeds)
     size = round_size(ctx.config.rounds.size, slots)
     if plan_enabled(ctx):
-        jobs.append(plan_job(engine, ctx, committer, size, fresh))
+        jobs.append(plan_job(ctx, head, size, fresh))
     if ctx.task.gated:
         jobs.append(promotion_job(ctx.run_id, ctx.config.promotion.every))
     if not jobs:
         return []
 
     def rounds() -> Awaitable[None]:
-        return run_rounds(engine, jobs, size)
+        return run_rounds(engine, head.state.stats, jobs, size)
 
     rounds.__name__ = "round-jobs"
     return [rounds]
-
-
-async def _direct(apply: Callable[[], Any]) -> Any:
-    return apply()
 
 
 async def finish_gated(session: Session) -> None:
@@ -61,10 +57,8 @@ async def finish_gated(session: Session) -> None:
     ctx = session.ctx
     if not ctx.task.gated:
         return
-    live = live_runs[ctx.run_id]
-    live.apply = _direct  # the engine's commit coroutine has finished: apply directly
     if promotion_candidates(ctx.pool, ctx.config.promotion.top_k):
-        done = session.committer.rounds.promotions
+        done = session.head.state.rounds.promotions
         await promotion_flow(ctx.run_id, done[-1].round + 1 if done else 1)
     if ctx.task.has_final and ctx.config.promotion.final_top > 0:
         await final_report_flow(ctx.run_id)

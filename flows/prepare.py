@@ -10,6 +10,7 @@ the flow it then starts; a flow run started any other way (a deployment) prepare
 from __future__ import annotations
 
 import contextvars
+import difflib
 import logging
 import sys
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ from evoforge.infra.llm.factory import make_backend
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
 from evoforge.infra.llm.types import LLMBackend
+from evoforge.stages.algorithms import asi_evolve
+from evoforge.stages.pipeline.pipeline import Pipeline, PipelineError
+from evoforge.stages.pipeline.plugins import PluginError, load_plugins
 
 log = logging.getLogger("evoforge.prepare")
 
@@ -52,6 +56,7 @@ class Prepared:
     request: RunRequest
     task: Task
     llm: LLMBackend
+    pipeline: Pipeline
     cognition: CognitionBase | None = None  # the workspace's, shared by runs; None when off
     checked: bool = False
 
@@ -92,11 +97,31 @@ def with_workspace(cfg: RunConfig, run_dir: Path | None) -> RunConfig:
 
 
 def prepare(request: RunRequest) -> Prepared:
-    """Load the task, make the LLM backend and open the cognition base (raises the user errors)."""
+    """Load the task, build the pipeline (plug-ins included), make the LLM backend and open the
+    cognition base (raises the user errors)."""
     cfg = request.config
     task = load_task(request.task)
+    pipeline = build_pipeline(cfg)
     cognition = open_cognition(cfg, Path(cfg.workspace).resolve(), task)
-    return Prepared(request, task, make_backend(cfg.llm, cfg.seed), cognition)
+    return Prepared(request, task, make_backend(cfg.llm, cfg.seed), pipeline, cognition)
+
+
+def build_pipeline(cfg: RunConfig) -> Pipeline:
+    """The run's pipeline: the algorithm's stages with the configured plug-ins placed in it; a
+    worker count or ceiling for a stage it does not have is a one-line error naming its stages."""
+    try:
+        pipeline = asi_evolve.pipeline().with_plugins(load_plugins(cfg.engine.plugins))
+    except (PluginError, PipelineError) as exc:
+        raise ConfigError(f"engine.plugins (--plugin): {exc}") from None
+    names = pipeline.names()
+    for key, counts in (("engine.workers (--workers)", cfg.engine.workers),
+                        ("adaptive.max_workers", cfg.adaptive.max_workers)):
+        unknown = [name for name in counts if name not in names]
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], names, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"{key}: no stage '{unknown[0]}'{hint}; the run's stages: {', '.join(names)}")
+    return pipeline
 
 
 def check_tracking_server(cfg: RunConfig, timeout_s: float = 5.0) -> None:
@@ -122,6 +147,7 @@ def open_cognition(cfg: RunConfig, workspace: Path, task: Task) -> CognitionBase
         except CognitionError as exc:  # the default, on a plain install: say so, and run without
             print(f"[evoforge] cognition base off: {exc}", file=sys.stderr)
             log.warning("cognition base off: %s", exc)
+            cfg.cognition.enabled = False  # so the run's config says so, and learn is left out
             return None
     base = CognitionBase(workspace / "cognition", make_embedder(cfg.cognition))
     added = base.add(task_seeds(task.root, task.name))

@@ -1,39 +1,46 @@
-"""Open a run folder: create it, or rebuild the pool, counters and sampler from its node database."""
+"""Open a run folder: create it, or resume it — the run state rebuilt from the node database in
+one place (flows/run_state.py), and every sink caught up from it in one loop (the hub runs each
+sink's `rebuild` on its thread before its first record)."""
 
 from __future__ import annotations
 
 import json
 import random
+import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evoforge.cognition.store import CognitionBase
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task
 from evoforge.evaluators.warm import WARM
+from evoforge.flows.head import Head
+from evoforge.flows.run_state import RunState
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.nodes import EVALUATED, PROPOSED, SPECULATIVE, Node, new_node_id
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
-from evoforge.infra.tracking import ChildRun, Tracker, tracking_target
+from evoforge.infra.timeline import Timeline
+from evoforge.infra.tracking import Tracker, tracking_target
 from evoforge.stages.pipeline.context import StageContext
-from evoforge.stages.population.case_order import CaseOrder
-from evoforge.stages.population.history import NEW_BEST, PoolHistory
+from evoforge.stages.pipeline.pipeline import Pipeline
 from evoforge.stages.population.item import Item
-from evoforge.stages.population.pool import Pool
-from evoforge.stages.population.repeats import RepeatMemo
-from evoforge.stages.population.stats import RunStats
-from evoforge.stages.reports.run_report import RunFacts, write_report
-from evoforge.stages.rounds.branch_shares import BranchShares
-from evoforge.stages.rounds.records import PLANS_META, PROMOTIONS_META
-from evoforge.stages.sample import rebuild_sampler
+from evoforge.stages.reports.run_report import RunFacts, held_out, held_out_cost, write_report
 from evoforge.stages.sample.resume import SAMPLER_STATE_META, sampler_state
-from evoforge.stages.sinks.commit import Committer
-from evoforge.stages.sinks.mlflow_runs import candidate_run
-from evoforge.stages.sinks.model_usage import ModelUsageTable
+from evoforge.stages.sinks.base import Event, EventKind, Sink
+from evoforge.stages.sinks.cognition_sink import CognitionWriteBack
+from evoforge.stages.sinks.hub import SinkHub
+from evoforge.stages.sinks.mlflow_sink import MlflowRecords
+from evoforge.stages.sinks.model_usage import ModelAccounting, gains, model_metrics
+from evoforge.stages.sinks.node_db import NodeDatabase
+from evoforge.stages.sinks.prefect_sink import PrefectArtifacts
+from evoforge.stages.sinks.run_files import RunFiles
+
+_META_KEYS = ("pool_version", "case_order", "plans", "promotions", "wall_s")
+MLFLOW_PARENT_META = "mlflow_parent_run_id"
 
 
 class RunDirError(ValueError):
@@ -45,48 +52,64 @@ class Session:
     """Everything one invocation of a run holds open."""
 
     ctx: StageContext
-    store: NodeStore
-    committer: Committer
+    state: RunState
+    head: Head
+    hub: SinkHub
     paths: RunPaths
     tracker: Tracker | None
+    accounting: ModelAccounting
+    store: NodeStore  # written by its sink's thread; read here through `reader()` only
     resumed: list[Item]
     seed_item: Item | None  # the initial program, still to be evaluated
 
-    def close(self, status: str = "FINISHED") -> None:
-        """Write what is buffered, then close the stores; each is closed even if a write fails."""
+    def close(self, status: str, snapshot: dict[str, Any]) -> None:
+        """The end of the session: the report, the run's outcome on MLflow and Prefect, the last
+        metadata; then every sink records what is left and closes (the node database last of its
+        own records), even if writing the report fails."""
         try:
-            self.committer.flush()
-            self.store.set_meta("wall_s", self.committer.wall_s())
-            self.store.set_meta(SAMPLER_STATE_META, sampler_state(self.ctx.sampler))
-            self.report()
-            if self.tracker is not None and self.paths.leaderboard.is_file():
-                self.tracker.log_text_on_parent(self.paths.leaderboard.read_text(), "leaderboard.md")
-            if self.tracker is not None:  # the run's outcome on its parent run, as files
-                for path, folder in ((self.paths.best_program, "best"), (self.paths.config, None)):
-                    if path.is_file():
-                        self.tracker.log_file_on_parent(path, folder)
+            texts = {"report.md": self.report()}
         finally:
-            WARM.close_all()  # the run's fork servers (a later run in this process starts its own)
-            self.store.close()
-            if self.tracker is not None:
-                self.tracker.close(status=status)
-
+            if self.paths.leaderboard.is_file():
+                texts["leaderboard.md"] = self.paths.leaderboard.read_text()
+            final = snapshot["status"]
+            metrics = {k: v for k, v in final.items() if isinstance(v, (int, float)) and k in _ACCOUNTING}
+            files = [(self.paths.best_program, "best"), (self.paths.config, None),
+                     (self.paths.figures, "report")]
+            self.hub.emit(Event(EventKind.CLOSE, pool_version=self.state.pool.v,
+                                meta={"wall_s": self.state.wall_s(),
+                                      SAMPLER_STATE_META: sampler_state(self.state.sampler)},
+                                payload={"status": status, "snapshot": snapshot, "texts": texts,
+                                         "metrics": {**metrics, **model_metrics(final.get("models", {}))},
+                                         "step": final.get("evaluations", 0), "files": files}))
+            try:
+                self.hub.close()
+            finally:
+                WARM.close_all()  # the run's fork servers (a later run in this process starts its own)
 
     def report(self) -> str:
         """Write report.md with its plots (for a gated run the final scores and level comparisons
-        come first) and log them on the MLflow parent run; returns the text."""
-        task, rounds, winner = self.ctx.task, self.committer.rounds, self.committer.pool.winner()
+        come first); returns the text."""
+        task, state = self.ctx.task, self.state
+        winner = state.pool.winner()
         facts = RunFacts(task.name, task.direction == "maximize", task.search_level, task.gated)
-        text, drawn = write_report(self.paths, self.store, facts, winner.id if winner else None,
-                                   rounds.plans, rounds.promotions)
-        if self.tracker is not None:
-            self.tracker.log_text_on_parent(text, "report.md")
-            for figure in drawn:  # report.md's image links resolve beside it in the artifacts
-                self.tracker.log_file_on_parent(figure.path, "report")
+        self.hub.sync(60)  # the held-out table as the node database has it now
+        text, _ = write_report(self.paths, state.all_nodes(), held_out(self.store.reader()), facts,
+                               winner.id if winner else None, state.rounds.plans, state.rounds.promotions)
         return text
 
 
-def _limits(task: Task, cfg: RunConfig) -> SandboxLimits:
+# the run's accounting as parent-run metrics at the end (status.json's names)
+_ACCOUNTING = (
+    "evaluations", "proposals", "nodes_evaluated", "nodes_failed", "candidates_per_min",
+    "accepted_per_min", "proposals_per_min", "dropped_stale", "reflected", "patched", "pruned",
+    "speculative_released", "confirmed", "rolled_back", "wasted_llm_s", "wasted_eval_s",
+    "patched_llm_s", "tokens_in", "tokens_out", "llm_s", "eval_s", "eval_cpu_s", "trials", "promotions",
+    "wall_s", "llm_pauses", "llm_paused_s", "records_lag_s",
+)
+
+
+def sandbox_limits(task: Task, cfg: RunConfig) -> SandboxLimits:
+    """The sandbox limits of the run's evaluations."""
     return SandboxLimits(
         timeout_s=cfg.sandbox.timeout_s or task.timeout_s,
         memory_mb=cfg.sandbox.memory_mb,
@@ -98,28 +121,17 @@ def _limits(task: Task, cfg: RunConfig) -> SandboxLimits:
     )
 
 
-def _candidate_runs(nodes: list[Node], level: str, paths: RunPaths) -> dict[str, ChildRun]:
-    """The MLflow run of each candidate with an outcome, as the database has it (for a resume)."""
-    runs = {}
-    for node in nodes:
-        if node.status.terminal:
-            trials = paths.param_trials(node.id)
-            runs[node.id] = candidate_run(node, level, trials.read_text() if trials.is_file() else None)
-    return runs
-
-
-def _tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_id: str,
-             expected: Callable[[], dict[str, ChildRun]]) -> Tracker | None:
+def _open_tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_id: str
+                  ) -> tuple[Tracker | None, Exception | None]:
+    """The run's MLflow tracker with its parent run made (or reopened), or why there is none."""
     if not cfg.tracking.mlflow:
-        return None
+        return None, None
     target = tracking_target(workspace, task.name, cfg.tracking.tracking_uri, cfg.tracking.experiment)
+    resumed = store.get_meta(MLFLOW_PARENT_META)
     tracker = Tracker(target.uri, target.experiment, target.artifact_root, run_name=f"{task.name}-{run_id}",
-                      parent_run_id=store.get_meta("mlflow_parent_run_id"),
-                      tags={"evoforge.run_id": run_id, "evoforge.task": task.name})
-    resumed = store.get_meta("mlflow_parent_run_id") is not None
-    parent = tracker.wait_ready()
-    if parent:
-        store.set_meta("mlflow_parent_run_id", parent)
+                      parent_run_id=resumed, tags={"evoforge.run_id": run_id, "evoforge.task": task.name})
+    try:
+        parent = tracker.open()
         settings = {"seed": cfg.seed, "mode": cfg.engine.mode, "max_evals": cfg.budget.max_evals,
                     "llm_base_url": cfg.llm.base_url or ("several" if cfg.llm.endpoints else "offline"),
                     "llm_model": cfg.llm.model or ""}
@@ -127,25 +139,10 @@ def _tracker(cfg: RunConfig, store: NodeStore, workspace: Path, task: Task, run_
         # (a scheduled run raises max_evals), so each session records its own as tags as well
         tracker.log_parent(params=None if resumed else {"task": task.name, "run_id": run_id, **settings},
                            tags={f"evoforge.{k}": v for k, v in settings.items()})
-        if resumed:  # a killed session may have left runs RUNNING, or missing, or one too many
-            tracker.reconcile(expected())
-    return tracker
-
-
-def rebuild_pool(nodes: list[Node], maximize: bool, v: int, judge_weight: float,
-                 level: str = "full") -> tuple[Pool, PoolHistory]:
-    """The pool, and its new-best history replayed in the order evaluations finished."""
-    finished = sorted(nodes, key=lambda n: n.evaluated_at or n.created_at)
-    seed = next((n for n in nodes if n.origin == "seed" and n.score(level) is not None), None)
-    scale = (abs(seed.score(level)) or 1.0) if seed is not None else 1.0  # type: ignore[arg-type]
-    pool = Pool.rebuild(finished, maximize, v, judge_weight=judge_weight, judge_scale=scale,
-                        level=level)
-    history, best, version = PoolHistory(), None, 0
-    for node in finished:
-        if node.status == EVALUATED and node.score(level) is not None and pool.better(node, best):
-            best, version = node, version + 1
-            history.record(version, NEW_BEST, node)
-    return pool, history
+    except Exception as exc:  # counted as the MLflow sink's failure by the caller, shown in status
+        return None, exc
+    store.set_meta(MLFLOW_PARENT_META, parent)
+    return tracker, None
 
 
 def _resumed_items(nodes: list[Node], by_id: dict[str, Node], seed: Node | None) -> list[Item]:
@@ -161,8 +158,8 @@ def _resumed_items(nodes: list[Node], by_id: dict[str, Node], seed: Node | None)
     return items
 
 
-def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
-                 workspace: Path, cases: list[str] | None = None,
+def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, workspace: Path,
+                 pipeline: Pipeline, cases: list[str] | None = None,
                  cognition: CognitionBase | None = None) -> Session:
     """Create or resume the run in `run_dir`."""
     paths = RunPaths(run_dir)
@@ -173,41 +170,45 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
         store.close()
         raise RunDirError(f"{run_dir} holds a run of task '{known_task}', not '{task.name}'")
     run_id = store.get_meta("run_id") or uuid.uuid4().hex[:8]
-    store.set_meta("run_id", run_id)
-    store.set_meta("task", task.name)
-    store.set_meta("direction", task.direction)
+    store.write([], {"run_id": run_id, "task": task.name, "direction": task.direction})
     write_atomic(paths.config, json.dumps(cfg.public_dict(), indent=2) + "\n")
 
     nodes = store.all()
-    by_id = {n.id: n for n in nodes}
+    meta = {key: store.get_meta(key) for key in _META_KEYS if store.get_meta(key) is not None}
+    state = RunState.rebuild(nodes, meta, task, cfg, cases, held_out_cost(store))
     maximize = task.direction == "maximize"
-    pool, history = rebuild_pool(nodes, maximize, v=store.get_meta("pool_version", 0),
-                                 judge_weight=cfg.judge.weight, level=task.search_level)
-    case_order = None
-    if cases:
-        saved = store.get_meta("case_order")
-        case_order = (CaseOrder.from_state(saved) if saved and sorted(saved.get("order", [])) == sorted(cases)
-                      else CaseOrder(cases, window=cfg.speculation.reorder_window))
-    sampler = rebuild_sampler(cfg.search, nodes, pool)
-    stats = RunStats.rebuild(nodes)
-    tracker = _tracker(cfg, store, workspace, task, run_id,
-                       lambda: _candidate_runs(nodes, task.search_level, paths))
-    committer = Committer(store, paths, pool, sampler, stats, task.name, tracker,
-                          wall_s_before=store.get_meta("wall_s", 0.0), history=history,
-                          case_order=case_order, lineage={n.id: n.parent_id for n in nodes},
-                          flush_interval_s=cfg.engine.commit_interval_s,
-                          cognition=cognition if cfg.analyze.write_back else None, run_id=run_id,
-                          dedupe_similarity=cfg.cognition.dedupe_similarity, llm=llm,
-                          models=ModelUsageTable.rebuild(nodes, pool, cfg.llm.prices,
-                                                        observe=llm.observe))
-    committer.rounds.restore(store.get_meta(PLANS_META, []), store.get_meta(PROMOTIONS_META, []))
+    for node, gain in gains(nodes, task.search_level, maximize):  # a bandit router resumes learnt
+        if node.origin != "seed":
+            llm.observe(node.model, gain)
+    tracker, tracking_error = _open_tracker(cfg, store, workspace, task, run_id)
     paths.scratch.mkdir(exist_ok=True)
-    ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=pool, sampler=sampler,
-                       rng=random.Random(f"{cfg.seed}-{stats.proposals}"), limits=_limits(task, cfg),
-                       scratch=paths.scratch, history=history, case_order=case_order,
-                       cognition=cognition, optuna_url=f"sqlite:///{paths.optuna_db.resolve()}",
-                       plan=committer.rounds.plan, shares=BranchShares.rebuild(nodes),
-                       repeats=RepeatMemo.rebuild(nodes, task))
+    run_base = (CognitionBase(run_dir / "cognition", cognition.embedder) if cognition is not None else None)
+    ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=state.pool, sampler=state.sampler,
+                       rng=random.Random(f"{cfg.seed}-{state.stats.proposals}"),
+                       limits=sandbox_limits(task, cfg), scratch=paths.scratch, history=state.history,
+                       case_order=state.case_order, cognition=cognition, run_cognition=run_base,
+                       optuna_url=f"sqlite:///{paths.optuna_db.resolve()}", plan=state.rounds.plan,
+                       shares=state.shares, repeats=state.repeats, paths=paths)
+    accounting = ModelAccounting(task.search_level, maximize, cfg.llm.prices)
+    target = (tracking_target(workspace, task.name, cfg.tracking.tracking_uri, cfg.tracking.experiment)
+              if tracker is not None else None)
+    timeline = Timeline(paths.timeline, session=time.time())  # one line per snapshot, for the plots
+    sinks: list[Sink] = [NodeDatabase(store), RunFiles(paths, timeline), accounting,
+                         PrefectArtifacts(task.name, run_id, cfg.budget.max_evals, target)]
+    if tracker is not None:
+        sinks.append(MlflowRecords(tracker, task.search_level, paths))
+    if run_base is not None and cfg.analyze.write_back:
+        sinks.append(CognitionWriteBack(cognition, run_base, run_id, task.name,
+                                        cfg.cognition.dedupe_similarity))
+    for stage in pipeline.stages:
+        if stage.enabled(cfg):
+            sinks.extend(stage.sinks(ctx))
+    hub = SinkHub(sinks, rebuild_from=nodes if nodes else None)
+    if tracking_error is not None:
+        hub.count_failure("mlflow", tracking_error)
+    hub.start()
+    head = Head(state, hub, cfg.staleness.policy, llm)
+
     seeds = [n for n in nodes if n.origin == "seed"]
     seed_item = None
     if not seeds:
@@ -218,5 +219,5 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend,
         seed = seeds[0]
         seed.code = task.initial_code
         seed_item = Item(v_i=0, parent=seed, node=seed)
-    resumed = _resumed_items(nodes, by_id, seeds[0] if seeds else None)
-    return Session(ctx, store, committer, paths, tracker, resumed, seed_item)
+    resumed = _resumed_items(nodes, {n.id: n for n in nodes}, seeds[0] if seeds else None)
+    return Session(ctx, state, head, hub, paths, tracker, accounting, store, resumed, seed_item)

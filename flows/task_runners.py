@@ -25,8 +25,8 @@ def task_runner_for(request: RunRequest) -> TaskRunner:
     config = request.config
     if config.engine.executor == "dask":
         return dask_task_runner(config)
-    most = max(config.engine.workers.engineer,
-               config.adaptive.max_engineer if config.adaptive.enabled else 0)
+    most = max(config.engine.workers["engineer"],
+               config.adaptive.max_workers["engineer"] if config.adaptive.enabled else 0)
     return ThreadPoolTaskRunner(max_workers=most + 1)
 
 

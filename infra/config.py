@@ -11,7 +11,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 
 from evoforge.infra.config_errors import describe
 
@@ -106,21 +115,33 @@ class BudgetConfig(_Section):
         return self.max_proposals or 4 * self.max_evals
 
 
-class WorkersConfig(_Section):
-    """Worker coroutines per stage."""
+DEFAULT_WORKERS = {"research": 8, "engineer": 2}  # LLM calls at once; evaluations at once
+DEFAULT_MAX_WORKERS = {"research": 32, "engineer": 8}  # adaptive control's ceilings
+WorkerCount = Annotated[int, Field(ge=1, le=512)]
 
-    research: int = Field(default=8, ge=1, le=512)
-    engineer: int = Field(default=2, ge=1, le=256)
+
+def _with_defaults(defaults: dict[str, int]) -> Any:
+    """A validator merging a configured {stage: count} onto `defaults` (naming one stage keeps
+    the others' defaults)."""
+    def merge(value: Any) -> Any:
+        return {**defaults, **value} if isinstance(value, dict) else value
+    return merge
 
 
 class EngineConfig(_Section):
     """How the stages are scheduled."""
 
     mode: Literal["async", "sync"] = "async"
-    workers: WorkersConfig = WorkersConfig()
+    # per stage, by name (`evoforge stages` lists them); a stage not named follows the one it is
+    # sized like (LLM stages: research; reflect, param_search: engineer)
+    workers: Annotated[dict[str, WorkerCount], BeforeValidator(_with_defaults(DEFAULT_WORKERS))] = Field(
+        default_factory=lambda: dict(DEFAULT_WORKERS))
     queue_size: int | None = Field(default=None, ge=1)  # researched candidates waiting; None: engineers
     progress_interval_s: float = Field(default=2.0, gt=0)
-    commit_interval_s: float = Field(default=0.25, ge=0)  # group commit: the longest a result waits
+    # Prefect task runs: one per evaluation (default), or one per stage run as well (the Prefect UI
+    # then shows every item's way through the pipeline, at ~5 ms of CPU per task run)
+    task_runs: Literal["evaluations", "stages"] = "evaluations"
+    plugins: list[str] = Field(default_factory=list)  # stage plug-ins: .py files or module names
     # where evaluation task runs go (stages/evaluation/prefect_tasks.py): loop, threads, a Dask cluster
     executor: Literal["loop", "threads", "dask"] = "loop"
     dask_address: str | None = None  # dask: a scheduler, e.g. tcp://host:8786; None: a local cluster
@@ -155,8 +176,9 @@ class AdaptiveConfig(_Section):
     enabled: bool = False
     tau_s: float = Field(default=5.0, gt=0)
     min_workers: int = Field(default=1, ge=1)
-    max_research: int = Field(default=32, ge=1)
-    max_engineer: int = Field(default=8, ge=1)
+    max_workers: Annotated[dict[str, WorkerCount],  # per stage, like engine.workers
+                           BeforeValidator(_with_defaults(DEFAULT_MAX_WORKERS))] = Field(
+        default_factory=lambda: dict(DEFAULT_MAX_WORKERS))
 
 
 class SearchConfig(_Section):
@@ -318,6 +340,25 @@ class RunConfig(_Section):
         return self.model_dump(mode="json")
 
 
+# keys of earlier versions, refused with the new name (or why they are gone) in one line
+RENAMED_KEYS = {
+    "adaptive.max_research": "is now adaptive.max_workers.research",
+    "adaptive.max_engineer": "is now adaptive.max_workers.engineer",
+    "engine.commit_interval_s": "is gone: records are written by sinks off the hot path, in batches",
+}
+
+
+def _refuse_renamed(data: dict[str, Any], source: str | None) -> None:
+    for dotted, why in RENAMED_KEYS.items():
+        node: Any = data
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+            if node is None:
+                break
+        else:
+            raise ConfigError(f"{source or 'config'}: {dotted} {why}")
+
+
 ENV_VARS = {
     "EVOFORGE_LLM_BASE_URL": ("llm", "base_url"),
     "EVOFORGE_LLM_MODEL": ("llm", "model"),
@@ -375,6 +416,7 @@ def load_config(
         if value is not None:
             _set_path(data, dotted, value, source)
             named[dotted] = (origins or {}).get(dotted, f"override {dotted}")
+    _refuse_renamed(data, source)
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from evoforge.infra.node_data import container_fields, copy_owned
+
 
 class Status(StrEnum):
     """The one status vocabulary of a candidate, shared by the items on the queues, the nodes in
@@ -73,16 +75,12 @@ class Node:
     artifacts: dict[str, str] = field(default_factory=dict)
     analysis: str = ""  # the Analyzer's report: what changed, what happened, why, what next
     lessons: list[str] = field(default_factory=list)  # generalisable lessons, offered to the cognition base
-    cognition_ids: list[str] = field(default_factory=list)  # cognition items shown in its prompt
     ideas_used: list[str] = field(default_factory=list)  # of those, the ones its answer says it used
     params: dict[str, Any] = field(default_factory=dict)  # knob values behind score_pilot (best trial)
     score_default: float | None = None  # the structure with its declared defaults, at the search level
-    trials_run: int = 0  # Optuna trials evaluated for this structure
-    saturation: dict[str, float] = field(default_factory=dict)  # first/second-half best, spread
     hardcoded: list[str] = field(default_factory=list)  # values hard-coded that the space should own
     promoted_round: int | None = None  # the promotion round that evaluated it at `full`
     judge_score: float | None = None  # the LLM judge's score in [0, 1], kept apart from the task score
-    attempts: list[dict[str, str]] = field(default_factory=list)  # failed tries before a repair
     status: Status = Status.PROPOSED
     error: str | None = None
     failed_stage: str | None = None  # the stage that failed it: research | reflect | engineer | ...
@@ -97,6 +95,8 @@ class Node:
     eval_cpu_s: float = 0.0  # CPU seconds of every evaluation of it: defaults, trials, promotion
     created_at: float = field(default_factory=time.time)
     evaluated_at: float | None = None
+    next_stage: str | None = None  # where a persisted proposal goes next (a resumed run sends it there)
+    owned: dict[str, Any] = field(default_factory=dict)  # stage name -> its data (infra/node_data.py)
 
     def score(self, level: str = "full") -> float | None:
         """The score of one selection level (pilot or full; final scores are not on nodes)."""
@@ -108,14 +108,14 @@ class Node:
         return asdict(self)
 
     def copy(self, **changes: Any) -> Node:
-        """A private copy (its lists and dicts too) with `changes` applied: what a stage works on,
-        so that the node the pool or another stage holds never changes under it."""
+        """A private copy (its lists and dicts, and each stage's data, too) with `changes` applied:
+        what a stage works on, so that the node the pool or another stage holds never changes
+        under it. What is copied deeper follows from the field types."""
         fresh = replace(self, **changes)
-        for name in ("inspiration_ids", "inspirations_used", "metrics", "case_scores", "artifacts",
-                     "lessons", "cognition_ids", "ideas_used", "attempts", "params", "saturation",
-                     "hardcoded"):
+        for name in container_fields(Node):
             if name not in changes:
-                setattr(fresh, name, copy.copy(getattr(self, name)))
+                value = getattr(self, name)
+                setattr(fresh, name, copy_owned(value) if name == "owned" else copy.copy(value))
         return fresh
 
     @property

@@ -10,30 +10,32 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from evoforge.infra.node_data import dump_owned, is_container_type, load_owned
 from evoforge.infra.nodes import EVALUATED, Node, Status
 
-_SQL_TYPES = {
-    "str": "VARCHAR",
-    "Status": "VARCHAR",
-    "str | None": "VARCHAR",
-    "int": "BIGINT",
-    "float": "DOUBLE",
-    "float | None": "DOUBLE",
-    "list[str]": "VARCHAR",  # JSON text
-    "dict[str, float]": "VARCHAR",
-    "dict[str, str]": "VARCHAR",
-    "list[dict[str, str]]": "VARCHAR",
-    "dict[str, Any]": "VARCHAR",
-    "int | None": "BIGINT",
-}
-_EMPTY = {"inspiration_ids": list, "inspirations_used": list, "metrics": dict, "case_scores": dict,
-          "artifacts": dict, "lessons": list, "cognition_ids": list, "ideas_used": list, "attempts": list,
-          "params": dict, "saturation": dict, "hardcoded": list}
+_SCALARS = {"str": "VARCHAR", "Status": "VARCHAR", "int": "BIGINT", "float": "DOUBLE"}
+
+
+def _sql_type(annotation: object) -> str:
+    """The column type of a Node field, from its annotation: containers are JSON text."""
+    if is_container_type(annotation):
+        return "VARCHAR"
+    return _SCALARS[str(annotation).removesuffix(" | None")]
+
+
+
+_OWNED = "owned"  # stage-owned data: one JSON column, each owner's dataclass as its fields
+# containers are JSON text, read back empty when NULL: which fields they are follows from the types
+_EMPTY = {f.name: (list if str(f.type).startswith("list") else dict)
+          for f in fields(Node) if is_container_type(f.type) and f.name != _OWNED}
 _JSON_FIELDS = set(_EMPTY)
 _COLUMNS = [f.name for f in fields(Node)]
+# columns of earlier versions whose data is stage-owned now: (owner, field), folded in when read
+_LEGACY = {"attempts": ("debug", "attempts"), "trials_run": ("param_search", "trials_run"),
+           "saturation": ("param_search", "saturation"), "cognition_ids": ("learn", "cognition_ids")}
 _NAMES = ", ".join(_COLUMNS)  # explicit: a migrated table has its newer columns last
 _ARROW = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64()}
-_SCHEMA = pa.schema([(f.name, _ARROW[_SQL_TYPES[str(f.type)]]) for f in fields(Node)])
+_SCHEMA = pa.schema([(f.name, _ARROW[_sql_type(f.type)]) for f in fields(Node)])
 _BULK_ROWS = 3  # from this many rows, one Arrow batch beats row-by-row inserts (measured: 8x at 32)
 
 
@@ -60,10 +62,17 @@ class StoreBusyError(RuntimeError):
     """Another process holds the node database (a run is going)."""
 
 
+def _fold_legacy(owned: dict[str, Any], owner: str, name: str, value: Any) -> None:
+    """Put an earlier version's column value under its owner, unless the owner has it already."""
+    data = owned.setdefault(owner, {})
+    if isinstance(data, dict) and name not in data:  # (a dataclass: written by this version, it wins)
+        data[name] = json.loads(value) if isinstance(value, str) else value
+
+
 def _schema() -> str:
     cols = []
     for f in fields(Node):
-        sql = _SQL_TYPES[str(f.type)]
+        sql = _sql_type(f.type)
         cols.append(f"{f.name} {sql}" + (" PRIMARY KEY" if f.name == "id" else ""))
     return "CREATE TABLE IF NOT EXISTS nodes (" + ", ".join(cols) + ")"
 
@@ -89,13 +98,22 @@ class NodeStore:
             self._add_missing_columns()
         have = {r[0] for r in self._con.execute("DESCRIBE nodes").fetchall()}
         self._readable = [c for c in _COLUMNS if c in have]  # a read-only older file lacks new ones
+        self._legacy = [c for c in _LEGACY if c in have]
 
     def _add_missing_columns(self) -> None:
         """A database written by an older evoforge gains the node fields added since (empty)."""
         have = {r[0] for r in self._con.execute("DESCRIBE nodes").fetchall()}
         for f in fields(Node):
             if f.name not in have:
-                self._con.execute(f"ALTER TABLE nodes ADD COLUMN {f.name} {_SQL_TYPES[str(f.type)]}")
+                self._con.execute(f"ALTER TABLE nodes ADD COLUMN {f.name} {_sql_type(f.type)}")
+
+    def reader(self) -> NodeStore:
+        """A reader on the same database for another thread (a cursor: its own connection to the
+        same instance, so the writer's thread keeps its own)."""
+        other = object.__new__(NodeStore)
+        other.path, other._con = self.path, self._con.cursor()
+        other._readable, other._legacy = self._readable, self._legacy
+        return other
 
     def close(self) -> None:
         self._con.close()
@@ -116,8 +134,9 @@ class NodeStore:
             return
         rows = []
         for node in nodes:
-            row = node.to_row()
+            row = {f: getattr(node, f) for f in _COLUMNS}
             row["status"] = str(row["status"])
+            row[_OWNED] = dump_owned(node.owned)
             rows.append([json.dumps(row[c]) if c in _JSON_FIELDS else row[c] for c in _COLUMNS])
         marks = ", ".join("?" for _ in _COLUMNS)
         self._con.execute("BEGIN TRANSACTION")
@@ -189,12 +208,19 @@ class NodeStore:
         return json.loads(row[0]) if row else default
 
     def _select(self, tail: str, params: list[Any] | None = None) -> list[Node]:
-        cur = self._con.execute(f"SELECT {', '.join(self._readable)} FROM nodes {tail}", params or [])
+        columns = self._readable + self._legacy
+        cur = self._con.execute(f"SELECT {', '.join(columns)} FROM nodes {tail}", params or [])
         out = []
         for row in cur.fetchall():
-            data = dict(zip(self._readable, row, strict=True))
+            data = dict(zip(columns, row, strict=True))
             for key in _JSON_FIELDS:
                 data[key] = json.loads(data[key]) if data.get(key) else _EMPTY[key]()
             data["status"] = Status(data["status"])
+            data[_OWNED] = load_owned(data.get(_OWNED))
+            for column in self._legacy:  # a row an earlier version wrote: its data under its owner
+                value = data.pop(column)
+                owner, name = _LEGACY[column]
+                if value is not None:
+                    _fold_legacy(data[_OWNED], owner, name, value)
             out.append(Node(**data))
         return out

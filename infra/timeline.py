@@ -16,11 +16,8 @@ sessions apart: `finished` restarts at 0 in each). Example:
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
-
-log = logging.getLogger("evoforge.timeline")
 
 _STAGE_GAUGES = ("workers", "busy", "queue", "finished")
 _COUNTERS = ("evaluations", "nodes_evaluated", "nodes_failed", "proposals", "best_score",
@@ -48,21 +45,15 @@ def timeline_row(status: dict[str, Any], t: float, session: float) -> dict[str, 
 
 
 class Timeline:
-    """Appends one line per snapshot to `path`; a failed write is a logged warning, never a stop."""
+    """Appends one line per snapshot to `path` (a failed write raises: the run files sink counts it)."""
 
     def __init__(self, path: Path, session: float):
         self.path, self.session = path, session
-        self._warned = False
 
     def append(self, status: dict[str, Any], t: float) -> None:
         line = json.dumps(timeline_row(status, t, self.session)) + "\n"
-        try:
-            with self.path.open("a") as handle:
-                handle.write(line)  # one write per line: a reader sees whole lines
-        except OSError as exc:
-            if not self._warned:
-                log.warning("could not append to %s (plots will miss this stretch): %s", self.path, exc)
-                self._warned = True
+        with self.path.open("a") as handle:
+            handle.write(line)  # one write per line: a reader sees whole lines
 
 
 def read_timeline(path: Path) -> list[dict[str, Any]]:

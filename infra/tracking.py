@@ -1,19 +1,18 @@
 """MLflow tracking: the run is a parent MLflow run; every candidate is a nested run.
 
-Logging happens on one background thread so that sqlite writes never stall the event loop;
-`close()` drains it. A tracking failure is logged and never stops the evolution run. The LLM
-calls made for a candidate become traces linked to its run (infra/llm_traces.py).
+`Tracker` writes synchronously: it is the MLflow sink's (stages/sinks/mlflow_sink.py), which
+calls it on its own thread, in batches, off the flow's event loop; a failure raises there and
+is counted as the sink's, never stopping the evolution run. The LLM calls made for a candidate
+become traces linked to its run (infra/llm_traces.py).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import queue
 import tempfile
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,7 @@ from evoforge.infra.tracking_reconcile import reconcile
 
 log = logging.getLogger("evoforge.tracking")
 
-_STOP = object()
 TRACE_TAGS = ("node_id",)  # the candidate's tags its traces carry too (the rest: on its run)
-_TRACE_BATCH = 200  # traces buffered before they are written even though more jobs are queued
 
 
 @dataclass(frozen=True)
@@ -119,127 +116,77 @@ def browse_hint(target: TrackingTarget, run_id: str) -> str:
 
 
 class Tracker:
-    """Writes the parent run and nested candidate runs to MLflow from a background thread."""
+    """The run's parent MLflow run and the nested runs under it, written synchronously."""
 
     def __init__(self, tracking_uri: str, experiment: str, artifact_root: Path, run_name: str,
                  parent_run_id: str | None = None, tags: dict[str, str] | None = None):
-        self._queue: queue.Queue[Any] = queue.Queue()
-        self._ready = threading.Event()
-        self._uri = tracking_uri
-        self._tracing: Any = None  # mlflow's TracingClient on the same store, made on first use
-        self._pending: list[tuple[str | None, list[Any]]] = []  # traces to write: (run id, spans)
+        self._uri, self._experiment, self._artifact_root = tracking_uri, experiment, artifact_root
+        self._run_name, self._tags = run_name, tags or {}
         self.parent_run_id: str | None = parent_run_id
-        self.error: str | None = None
-        self._thread = threading.Thread(
-            target=self._work,
-            args=(tracking_uri, experiment, artifact_root, run_name, tags or {}),
-            name="evoforge-mlflow",
-            daemon=True,
-        )
-        self._thread.start()
+        self._client: Any = None
+        self._tracing: Any = None  # mlflow's TracingClient on the same store, made on first use
+        self._experiment_id = ""
 
-    def wait_ready(self, timeout: float = 60.0) -> str | None:
-        """Block until the parent run exists; returns its id (None if tracking failed)."""
-        self._ready.wait(timeout)
+    def open(self) -> str:
+        """Connect, make the experiment if new, and create the parent run (or mark a resumed one
+        RUNNING again); returns the parent run's id. Raises when MLflow cannot be used."""
+        from mlflow.tracking import MlflowClient  # heavy: imported when the run tracks
+
+        # a new store announces its schema migration on the terminal at INFO; it belongs in run.log
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+        self._client = MlflowClient(tracking_uri=self._uri)
+        exp = self._client.get_experiment_by_name(self._experiment)
+        if exp is None:
+            self._artifact_root.mkdir(parents=True, exist_ok=True)
+            self._experiment_id = self._client.create_experiment(
+                self._experiment, artifact_location=self._artifact_root.resolve().as_uri())
+        else:
+            self._experiment_id = exp.experiment_id
+        if self.parent_run_id is None:
+            run = self._client.create_run(self._experiment_id, run_name=self._run_name, tags=self._tags)
+            self.parent_run_id = run.info.run_id
+        else:
+            self._client.update_run(self.parent_run_id, status="RUNNING")
         return self.parent_run_id
-
-    def _work(self, uri: str, experiment: str, artifact_root: Path, run_name: str,
-              tags: dict[str, str]) -> None:
-        try:
-            from mlflow.tracking import MlflowClient  # heavy import kept off the main thread
-
-            # a new store announces its schema migration on the terminal at INFO; it belongs in run.log
-            logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
-            self._client = MlflowClient(tracking_uri=uri)
-            exp = self._client.get_experiment_by_name(experiment)
-            if exp is None:
-                artifact_root.mkdir(parents=True, exist_ok=True)
-                exp_id = self._client.create_experiment(
-                    experiment, artifact_location=artifact_root.resolve().as_uri()
-                )
-            else:
-                exp_id = exp.experiment_id
-            self._experiment_id = exp_id
-            if self.parent_run_id is None:
-                run = self._client.create_run(exp_id, run_name=run_name, tags=tags)
-                self.parent_run_id = run.info.run_id
-            else:
-                self._client.update_run(self.parent_run_id, status="RUNNING")
-        except Exception as exc:  # tracking must never take the run down
-            self.error = f"MLflow unavailable: {type(exc).__name__}: {exc}"
-            log.warning(self.error)
-            self._ready.set()
-            return
-        self._ready.set()
-        while True:
-            job = self._queue.get()
-            try:
-                if job is not _STOP:
-                    job()
-                if job is _STOP or self._queue.empty():
-                    self._flush_traces()
-            except Exception as exc:
-                log.warning("MLflow logging failed: %s: %s", type(exc).__name__, exc, exc_info=True)
-            if job is _STOP:
-                return
-
-    def _submit(self, job: Callable[[], None]) -> None:
-        if self.error is None:
-            self._queue.put(job)
 
     def log_parent(self, params: dict[str, Any] | None = None, metrics: dict[str, float] | None = None,
                    step: int = 0, tags: dict[str, Any] | None = None) -> None:
         """Params (set once: MLflow refuses a changed value), metrics and tags on the parent run."""
-        self._submit(lambda: self._log_batch(self.parent_run_id, params, metrics, tags, step))
+        self._log_batch(self.parent_run_id, params, metrics, tags, step)
 
-    def log_candidate(self, name: str, params: dict[str, Any], metrics: dict[str, float],
-                      texts: dict[str, str], tags: dict[str, str] | None = None,
-                      status: str = "FINISHED", children: list[ChildRun] | None = None,
-                      traces: list[LLMCall] | None = None) -> None:
-        """One nested run under the parent (params, metrics, text artifacts), with `children`
-        nested under it (e.g. its Optuna trials) and `traces` (its LLM calls) linked to it."""
+    def log_runs(self, runs: Sequence[tuple[ChildRun, Sequence[ChildRun], Sequence[LLMCall]]]) -> None:
+        """Nested runs under the parent (params, metrics, tags, text artifacts), each with its
+        children nested under it (e.g. its Optuna trials) and its LLM calls as traces linked to
+        it; the traces of the whole batch are written in one transaction."""
+        traces: list[tuple[str | None, list[Any]]] = []
+        for run, children, calls in runs:
+            rid = self._run(self.parent_run_id or "", run)
+            for child in children:
+                self._run(rid, child)
+            if calls:
+                tags = {k: run.tags[k] for k in TRACE_TAGS if k in run.tags}
+                traces.append((rid, trace_spans(list(calls), tags)))
+        self._write_traces(traces)
 
-        def job() -> None:
-            rid = self._run(self.parent_run_id or "", name, params, metrics, texts, tags, status)
-            for child in children or ():
-                self._run(rid, child.name, child.params, child.metrics, {}, child.tags, child.status)
-            if traces:
-                self._traces(traces, rid, {k: tags[k] for k in TRACE_TAGS if tags and k in tags})
-
-        self._submit(job)
+    def log_parent_traces(self, calls: Sequence[LLMCall], tags: dict[str, str] | None = None) -> None:
+        """LLM calls made for the run rather than one candidate (the plan agent's), linked to the
+        parent run."""
+        self._write_traces([(self.parent_run_id, trace_spans(list(calls), tags or {}))])
 
     def reconcile(self, expected: dict[str, ChildRun]) -> None:
         """On resume, before anything else is logged: make the candidate runs match `expected`
         (node id -> its run, one per candidate with an outcome in the node database), as a run
         killed mid-write leaves them (infra/tracking_reconcile.py)."""
+        parent = self.parent_run_id or ""
+        done = reconcile(self._client, self._experiment_id, parent, expected,
+                         lambda r: self._run(parent, r))
+        if done:
+            log.info("MLflow reconciled with the node database: %d runs left RUNNING marked KILLED,"
+                     " %d candidate runs without an outcome removed, %d missing ones logged",
+                     done.killed, done.removed, done.logged)
 
-        def job() -> None:
-            parent = self.parent_run_id or ""
-            done = reconcile(self._client, self._experiment_id, parent, expected,
-                             lambda r: self._run(parent, r.name, r.params, r.metrics, r.texts, r.tags,
-                                                 r.status))
-            if done:
-                log.info("MLflow reconciled with the node database: %d runs left RUNNING marked KILLED,"
-                         " %d candidate runs without an outcome removed, %d missing ones logged",
-                         done.killed, done.removed, done.logged)
-
-        self._submit(job)
-
-    def log_parent_traces(self, calls: list[LLMCall], tags: dict[str, str] | None = None) -> None:
-        """LLM calls made for the run rather than one candidate (the plan agent's), linked to the
-        parent run."""
-        self._submit(lambda: self._traces(calls, self.parent_run_id, tags or {}))
-
-    def _traces(self, calls: list[LLMCall], run_id: str | None, tags: dict[str, str]) -> None:
-        """Buffer the calls' traces; they are written when the queue runs dry (or at 200), so a
-        backlog is written in few transactions."""
-        self._pending.append((run_id, trace_spans(calls, tags)))
-        if sum(len(spans) for _, spans in self._pending) >= _TRACE_BATCH:
-            self._flush_traces()
-
-    def _flush_traces(self) -> None:
-        batches, self._pending = self._pending, []
-        if not batches:
+    def _write_traces(self, batches: list[tuple[str | None, list[Any]]]) -> None:
+        if not any(spans for _, spans in batches):
             return
         if self._tracing is None:
             from mlflow.tracing.client import TracingClient
@@ -247,36 +194,31 @@ class Tracker:
             self._tracing = TracingClient(self._uri)
         write_traces(self._tracing, self._client, self._experiment_id, batches)
 
-    def _run(self, parent: str, name: str, params: dict[str, Any], metrics: dict[str, float],
-             texts: dict[str, str], tags: dict[str, str] | None, status: str) -> str:
-        run = self._client.create_run(self._experiment_id, run_name=name,
-                                      tags={"mlflow.parentRunId": parent, **(tags or {})})
-        rid = run.info.run_id
-        self._log_batch(rid, params, metrics, None, 0)
-        _log_texts(run.info.artifact_uri, self._uri, texts)
-        self._client.set_terminated(rid, status=status)
+    def _run(self, parent: str, run: ChildRun) -> str:
+        created = self._client.create_run(self._experiment_id, run_name=run.name,
+                                          tags={"mlflow.parentRunId": parent, **run.tags})
+        rid = created.info.run_id
+        self._log_batch(rid, run.params, run.metrics, None, 0)
+        _log_texts(created.info.artifact_uri, self._uri, run.texts)
+        self._client.set_terminated(rid, status=run.status)
         return rid
 
     def log_text_on_parent(self, text: str, artifact_file: str) -> None:
         """A text artifact (research_plan.md, report.md, ...) on the parent run."""
-        self._submit(lambda: self._client.log_text(self.parent_run_id, text, artifact_file))
+        self._client.log_text(self.parent_run_id, text, artifact_file)
 
     def log_file_on_parent(self, path: Path, artifact_path: str | None = None) -> None:
         """A file, or a folder's files, as artifacts of the parent run under `artifact_path`
-        (e.g. `best/program.py`, `report/*.png`); read when the tracker's thread gets to it."""
-
-        def job() -> None:
-            if path.is_dir():
-                self._client.log_artifacts(self.parent_run_id, str(path), artifact_path)
-            elif path.is_file():
-                self._client.log_artifact(self.parent_run_id, str(path), artifact_path)
-            else:
-                log.warning("MLflow: no file %s to log on the parent run", path)
-
-        self._submit(job)
+        (e.g. `best/program.py`, `report/*.png`)."""
+        if path.is_dir():
+            self._client.log_artifacts(self.parent_run_id, str(path), artifact_path)
+        elif path.is_file():
+            self._client.log_artifact(self.parent_run_id, str(path), artifact_path)
+        else:
+            log.warning("MLflow: no file %s to log on the parent run", path)
 
     def _log_batch(self, run_id: str | None, params: dict[str, Any] | None,
-                   metrics: dict[str, float] | None, tags: dict[str, str] | None, step: int) -> None:
+                   metrics: dict[str, float] | None, tags: dict[str, Any] | None, step: int) -> None:
         from mlflow.entities import Metric, Param, RunTag
 
         now = int(time.time() * 1000)
@@ -288,9 +230,7 @@ class Tracker:
             tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
         )
 
-    def close(self, status: str = "FINISHED", timeout: float = 120.0) -> None:
-        """Finish the parent run and drain the queue."""
-        if self.error is None and self.parent_run_id:
-            self._queue.put(lambda: self._client.set_terminated(self.parent_run_id, status=status))
-        self._queue.put(_STOP)
-        self._thread.join(timeout)
+    def terminate(self, status: str = "FINISHED") -> None:
+        """Finish the parent run."""
+        if self.parent_run_id:
+            self._client.set_terminated(self.parent_run_id, status=status)

@@ -9,6 +9,7 @@ import re
 from evoforge.evaluators.task import Task
 from evoforge.infra.nodes import PRUNED, REJECTED, ROLLED_BACK, STALE, Node
 from evoforge.infra.prompt_format import ANALYSIS_MARKER, ANALYSIS_SECTIONS, MAX_LESSONS, render_comparison
+from evoforge.stages.debug import RepairData
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.population.item import Item
 
@@ -197,8 +198,9 @@ def _diff_size(diff: str) -> tuple[int, int]:
 
 def _repairs(node: Node) -> list[str]:
     """A line per earlier try that crashed and was repaired before this evaluation."""
+    attempts = RepairData.peek(node).attempts
     return [f"Earlier try {i} crashed ({classify_error(a.get('error', ''))}) and was repaired: "
-            f"{_head(' '.join(a.get('error', '').split()), 300)}" for i, a in enumerate(node.attempts, 1)]
+            f"{_head(' '.join(a.get('error', '').split()), 300)}" for i, a in enumerate(attempts, 1)]
 
 
 def _evaluator_output(node: Node, limit: int) -> str:

@@ -15,10 +15,10 @@ from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
 from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import ANALYSIS_SECTIONS, EXTRA_SECTION, parse_analysis
 from evoforge.stages.analysis_prompt import analysis_messages
-from evoforge.stages.pipeline.authorship import answer_author, answer_label
+from evoforge.stages.pipeline.authorship import LESSONS_BY, answer_author, answer_kind, answer_label
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
-from evoforge.stages.pipeline.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item
 
 ANALYSIS_BY = "analysis_by"  # node.artifacts key: who wrote the report (LLM, offline, simulated)
@@ -28,15 +28,12 @@ class Analyze(Stage):
     """Writes the Analyzer's report onto every evaluated candidate (`analyze.enabled`)."""
 
     name = "analyze"
-    after = "engineer"
     task_run_name = "analyze-{label}"
+    workers_like = "research"  # an LLM stage: as many calls at once as research makes
 
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.analyze.enabled
 
-    def workers(self, cfg: RunConfig) -> WorkerBounds:
-        # an LLM stage: as many calls at once as research may make (the server queues the rest)
-        return WorkerBounds.configured(cfg.engine.workers.research, cfg, cfg.adaptive.max_research)
 
     def skips(self, item: Item, ctx: StageContext) -> bool:
         return item.node is None or not item.node.was_evaluated
@@ -62,8 +59,9 @@ async def analyze(item: Item, ctx: StageContext) -> StageResult:
     sections, lessons = parse_analysis(completion.text)
     node.analysis = render_report(node, completion, sections, lessons)
     node.artifacts[ANALYSIS_BY] = answer_author(completion, "analyzer")
-    if ctx.config.analyze.write_back:
+    if ctx.config.analyze.write_back and lessons:
         node.lessons = lessons
+        node.artifacts[LESSONS_BY] = answer_kind(completion)  # an LLM's reach the shared base
     return StageResult(node)
 
 

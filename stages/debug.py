@@ -5,7 +5,7 @@ candidate that crashed (`classify_failure`: an exception raised in its own code,
 an exit without a result; not a timeout, not an invalid result) and has fewer than
 `guard.repair_attempts` recorded tries is shown to the LLM with its error, traceback tail and
 program; the fix (SEARCH/REPLACE blocks, answered like a research prompt) goes back to the
-engineer as a fresh proposal, the failed try kept in `node.attempts`. Everything else passes
+engineer as a fresh proposal, the failed try kept in its data (`RepairData.attempts`). Everything else passes
 through unchanged; an unusable fix or a failed call keeps the candidate failed, both reasons in
 its error.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from evoforge.evaluators.task import EVALUATOR, Task
@@ -21,17 +22,25 @@ from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
+from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED, PROPOSED, Node
 from evoforge.infra.prompt_format import render_program_section
 from evoforge.stages.evaluation.guardrails import GUARD, QUICK_TEST_PREFIX
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
-from evoforge.stages.pipeline.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item
 from evoforge.stages.research import unified_diff
 from evoforge.stages.research_prompt import DIFF_RULES, SYSTEM
 
 CRASH, TIMEOUT, INVALID, NOT_FAILED = "crash", "timeout", "invalid", "not_failed"
+
+
+@dataclass
+class RepairData(NodeData, owner="debug"):
+    """What the debug stage keeps on a node: its failed tries, oldest first."""
+
+    attempts: list[dict[str, str]] = field(default_factory=list)
 
 _ENGINEER = "engineer"
 _FRAME = re.compile(r'^\s*File "([^"]+)", line \d+', re.MULTILINE)
@@ -70,8 +79,8 @@ def _raised_in_program(traceback: str, program_name: str) -> bool:
 
 
 def attempt_record(node: Node) -> dict[str, str]:
-    """One entry of `node.attempts`: the failed try's error, code hash, seconds and output tails."""
-    earlier = sum(float(a.get("eval_s", 0.0)) for a in node.attempts)
+    """One entry of `RepairData.attempts`: the failed try's error, code hash, seconds and output tails."""
+    earlier = sum(float(a.get("eval_s", 0.0)) for a in RepairData.peek(node).attempts)
     return {
         "error": (node.error or "")[:_ERROR_CHARS],
         "code_sha": hashlib.sha256(node.code.encode("utf-8")).hexdigest()[:16],
@@ -109,9 +118,10 @@ class Debug(Stage):
     """Repairs crashed candidates with the LLM, up to `guard.repair_attempts` times each."""
 
     name = "debug"
-    after = "engineer"
     checkpoint = True  # a repaired candidate is persisted as a proposal before it is re-evaluated
     task_run_name = "debug-{label}"
+    data = RepairData
+    workers_like = "research"  # an LLM stage: as many calls at once as research makes
 
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.guard.repair_attempts > 0
@@ -119,11 +129,8 @@ class Debug(Stage):
     def skips(self, item: Item, ctx: StageContext) -> bool:
         node = item.node
         return (node is None or classify_failure(node, ctx.task.program_name) != CRASH
-                or len(node.attempts) >= ctx.config.guard.repair_attempts)
+                or len(RepairData.peek(node).attempts) >= ctx.config.guard.repair_attempts)
 
-    def workers(self, cfg: RunConfig) -> WorkerBounds:
-        # an LLM stage: as many calls at once as research may make (the server queues the rest)
-        return WorkerBounds.configured(cfg.engine.workers.research, cfg, cfg.adaptive.max_research)
 
     async def run(self, item: Item, ctx: StageContext) -> StageResult:
         return await debug(item, ctx)
@@ -134,11 +141,11 @@ async def debug(item: Item, ctx: StageContext) -> StageResult:
     assert item.node is not None
     crashed = item.node
     if (classify_failure(crashed, ctx.task.program_name) != CRASH
-            or len(crashed.attempts) >= ctx.config.guard.repair_attempts):
+            or len(RepairData.peek(crashed).attempts) >= ctx.config.guard.repair_attempts):
         return StageResult(crashed)
     node = crashed.copy()
     attempt = attempt_record(crashed)
-    node.attempts.append(attempt)
+    RepairData.of(node).attempts.append(attempt)
     try:
         completion = await ask_llm(ctx, node, repair_messages(ctx.task, crashed))
     except LLMError as exc:

@@ -18,13 +18,13 @@ import time
 
 from evoforge.evaluators.cases import CaseOutcome
 from evoforge.evaluators.evaluation import EvalOutcome
-from evoforge.infra.config import RunConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, REJECTED, SPECULATIVE, STALE, Node
+from evoforge.stages.debug import RepairData
 from evoforge.stages.evaluation.guardrails import GUARD, QUICK_TEST_PREFIX, static_violation
 from evoforge.stages.evaluation.job import EvalReport
 from evoforge.stages.evaluation.requests import request_for
 from evoforge.stages.pipeline.context import StageContext
-from evoforge.stages.pipeline.stage import COMMIT, Admission, Stage, StageResult, WorkerBounds
+from evoforge.stages.pipeline.stage import COMMIT, Admission, Stage, StageResult
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.novelty import EmbeddingSimilarity, novelty_rejection
 from evoforge.stages.population.repeats import EvalKey, knob_space, serve_repeat
@@ -37,16 +37,16 @@ class Engineer(Stage):
     """Evaluates candidates in the sandbox, `engine.workers.engineer` at a time."""
 
     name = "engineer"
-    evaluates = True
+    evaluates = True  # its workers are the run's evaluation slots
+    runs_on_seed = True
+    default_workers, max_workers = 2, 8  # evaluations at once (engine.workers.engineer)
 
-    def workers(self, cfg: RunConfig) -> WorkerBounds:
-        return WorkerBounds.configured(cfg.engine.workers.engineer, cfg, cfg.adaptive.max_engineer)
 
     def admit(self, item: Item, ctx: StageContext) -> Admission:
         """The staleness policy, unless the item has just been through reflection or a repair."""
         node = item.node
         assert node is not None
-        if item.reflected or node.attempts:
+        if item.reflected or RepairData.peek(node).attempts:
             return Admission()
         decision = decide(item, ctx.pool.v, ctx.history, ctx.config.staleness)
         noted = node.copy(staleness=item.staleness(ctx.pool.v), reflection=decision.reason)

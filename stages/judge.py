@@ -22,7 +22,7 @@ from evoforge.infra.prompt_format import JUDGE_MARKER, parse_judge_score
 from evoforge.stages.pipeline.authorship import OFFLINE, answer_author, answer_kind
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
-from evoforge.stages.pipeline.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item
 
 JUDGE_NOTE = "judge"  # node.artifacts key: the judge's score and who gave it, or why there is none
@@ -38,15 +38,12 @@ class Judge(Stage):
     """Scores fully evaluated candidates with the LLM (`judge.weight > 0`)."""
 
     name = "judge"
-    after = "engineer"
     task_run_name = "judge-{label}"
+    workers_like = "research"  # an LLM stage: as many calls at once as research makes
 
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.judge.weight > 0
 
-    def workers(self, cfg: RunConfig) -> WorkerBounds:
-        # an LLM stage: as many calls at once as research may make (the server queues the rest)
-        return WorkerBounds.configured(cfg.engine.workers.research, cfg, cfg.adaptive.max_research)
 
     def skips(self, item: Item, ctx: StageContext) -> bool:
         return item.node is None or item.node.status != EVALUATED or ctx.pool.value(item.node) is None

@@ -11,15 +11,26 @@ written back by the commit.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 
+from evoforge.cognition.entries import CognitionItem
 from evoforge.cognition.knowledge import Knowledge
+from evoforge.cognition.store import CognitionBase
 from evoforge.infra.config import RunConfig
+from evoforge.infra.node_data import NodeData
 from evoforge.stages.pipeline.context import StageContext
-from evoforge.stages.pipeline.stage import Stage, StageResult, WorkerBounds
+from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.candidate import new_candidate
-from evoforge.stages.population.item import Item
+from evoforge.stages.population.item import Item, ItemUpdate
 
 _QUERY_CHARS = 1500
+
+
+@dataclass
+class LearnData(NodeData, owner="learn"):
+    """What the learn stage keeps on a node: the cognition items shown in its prompt."""
+
+    cognition_ids: list[str] = field(default_factory=list)
 
 
 def learn_query(item: Item, task_description: str) -> str:
@@ -29,18 +40,27 @@ def learn_query(item: Item, task_description: str) -> str:
     return f"{known[:_QUERY_CHARS]}\n\n{task_description[:_QUERY_CHARS]}".strip()
 
 
+def retrieve(shared: CognitionBase, run_base: CognitionBase | None, query: str, k: int, task: str,
+             min_score: float) -> list[tuple[CognitionItem, float]]:
+    """The k items nearest to `query` in the workspace's base and the run's own (lessons no LLM
+    wrote stay there), best first; the query is embedded once."""
+    vector = shared.query_vector(query)
+    found = shared.search_vector(vector, k, task, min_score)
+    if run_base is not None:
+        found += run_base.search_vector(vector, k, task, min_score)
+    return sorted(found, key=lambda hit: -hit[1])[:k]
+
+
 class Learn(Stage):
     """Retrieves prior knowledge for each new item (only when the run has a cognition base)."""
 
     name = "learn"
-    then = "research"
     task_run_name = "learn-{label}"
+    data = LearnData
+    workers_like = "research"
 
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.cognition.enabled
-
-    def workers(self, cfg: RunConfig) -> WorkerBounds:
-        return WorkerBounds.configured(cfg.engine.workers.research, cfg, cfg.adaptive.max_research)
 
     async def run(self, item: Item, ctx: StageContext) -> StageResult:
         # the candidate's node is made here, so that its id names the item from the first stage on
@@ -49,9 +69,9 @@ class Learn(Stage):
             return StageResult(node)
         cfg = ctx.config.cognition
         query = learn_query(item, ctx.task.description)
-        found = await asyncio.to_thread(ctx.cognition.search, query, cfg.top_k, ctx.task.name,
-                                        cfg.min_similarity)
+        found = await asyncio.to_thread(retrieve, ctx.cognition, ctx.run_cognition, query, cfg.top_k,
+                                        ctx.task.name, cfg.min_similarity)
         knowledge = [Knowledge(c.id, c.title, c.text, c.provenance, round(float(score), 4))
                      for c, score in found]
-        node.cognition_ids = [k.id for k in knowledge]
-        return StageResult(node, updates={"knowledge": knowledge})
+        LearnData.of(node).cognition_ids = [k.id for k in knowledge]
+        return StageResult(node, updates=ItemUpdate(knowledge=knowledge))

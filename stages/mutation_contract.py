@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from evoforge.infra.nodes import Node
 from evoforge.stages.rounds.branches import Branch
+from evoforge.stages.tuning.param_study import TuningData
 
 CONTRACT = """## Mutation agent contract
 You change the structure (the model family, preprocessing, features, the recipe). Numbers are not
@@ -33,4 +34,5 @@ def tuned_line(node: Node) -> str | None:
     shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                       for k, v in sorted(node.params.items()))
     default = "" if node.score_default is None else f"; with its defaults it scored {node.score_default:.6g}"
-    return f"Knob values behind its score (chosen by Optuna over {node.trials_run} trials): {shown}{default}"
+    trials = TuningData.peek(node).trials_run
+    return f"Knob values behind its score (chosen by Optuna over {trials} trials): {shown}{default}"

@@ -14,22 +14,29 @@ commit, which writes `param_trials/<node>.json` and one nested MLflow run per tr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from evoforge.infra.config import RunConfig
-from evoforge.infra.nodes import EVALUATED
+from evoforge.infra.nodes import EVALUATED, Node
+from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.stages.evaluation.requests import request_for
 from evoforge.stages.pipeline.context import StageContext
-from evoforge.stages.pipeline.stage import Stage, StageResult, WorkerBounds
-from evoforge.stages.population.item import Item
+from evoforge.stages.pipeline.stage import Stage, StageResult
+from evoforge.stages.population.item import Item, ItemUpdate
+from evoforge.stages.sinks.base import Event, EventKind, Sink
 from evoforge.stages.tuning.param_space import SpaceError, parse_space
 from evoforge.stages.tuning.param_study import (
     INTERRUPTED,
     SOURCE_DEFAULT,
+    StudyResult,
     StudySettings,
     TrialOutcome,
+    TuningData,
     run_study,
+    stored_result,
     study_name_of,
+    trials_json,
 )
 
 TRIAL_RUN = "trial-{node}-{k}"  # the Prefect task run of one trial
@@ -39,14 +46,16 @@ class ParamSearch(Stage):
     """Tunes each evaluated structure's knobs with Optuna (`param_search.enabled`)."""
 
     name = "param_search"
-    after = "engineer"
+    runs_on_seed = True  # the initial program's knobs are tuned before the search starts
+    data = TuningData
+    workers_like = "engineer"  # studies at once; their trials wait for the evaluation slots
 
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.param_search.enabled
 
-    def workers(self, cfg: RunConfig) -> WorkerBounds:
-        # studies at once; their trials wait for the evaluation slots like the engineer does
-        return WorkerBounds(cfg.engine.workers.engineer, 1, cfg.engine.workers.engineer)
+    def sinks(self, ctx: StageContext) -> Sequence[Sink]:
+        assert ctx.paths is not None and ctx.optuna_url is not None
+        return [TrialFiles(ctx.paths, ctx.optuna_url, ctx.task.direction)]
 
     def skips(self, item: Item, ctx: StageContext) -> bool:
         node = item.node
@@ -59,6 +68,38 @@ class ParamSearch(Stage):
 
     async def run(self, item: Item, ctx: StageContext) -> StageResult:
         return await param_search(item, ctx)
+
+
+class TrialFiles(Sink):
+    """param_search's own sink: `param_trials/<node>.json`, every trial of a structure's study
+    (its space, each trial's knob values, score, cost and source, the best, the saturation)."""
+
+    name = "param_trials"
+    interval_s = 1.0
+
+    def __init__(self, paths: RunPaths, optuna_url: str, direction: str) -> None:
+        self.paths, self.optuna_url, self.direction = paths, optuna_url, direction
+
+    def record(self, events: Sequence[Event]) -> None:
+        for event in events:
+            study = event.owned.get(ParamSearch.name)
+            if event.kind == EventKind.FINISHED and event.node is not None and isinstance(study, StudyResult):
+                self._write(event.node, study)
+
+    def rebuild(self, nodes: Sequence[Node]) -> None:
+        """The trials files of tuned nodes that a killed session did not write, from the studies."""
+        for node in nodes:
+            if TuningData.peek(node).trials_run and not self.paths.param_trials(node.id).is_file():
+                try:
+                    space = parse_space(node.code)
+                except SpaceError:
+                    continue
+                study = stored_result(self.optuna_url, study_name_of(node.id), space, self.direction)
+                if study is not None:
+                    self._write(node, study)
+
+    def _write(self, node: Node, study: StudyResult) -> None:
+        write_atomic(self.paths.param_trials(node.id), trials_json(study, node.id, parse_space(node.code)))
 
 
 def settings_for(cfg: RunConfig, direction: str, node_id: str) -> StudySettings:
@@ -100,11 +141,12 @@ async def param_search(item: Item, ctx: StageContext) -> StageResult:
                              ctx.optuna_url, study_name_of(node.id), evaluate, default)
     node.eval_s += spent["seconds"]
     node.eval_cpu_s += spent["cpu_s"]
-    node.trials_run = sum(1 for t in result.trials
-                          if t.source != SOURCE_DEFAULT and t.error != INTERRUPTED)
-    node.saturation = dict(result.saturation)
+    tuning = TuningData.of(node)
+    tuning.trials_run = sum(1 for t in result.trials
+                            if t.source != SOURCE_DEFAULT and t.error != INTERRUPTED)
+    tuning.saturation = dict(result.saturation)
     if result.best_value is not None:
         setattr(node, f"score_{level}", result.best_value)
         node.params = dict(result.best_params)
-    return StageResult(node, updates={"study": result})
+    return StageResult(node, updates=ItemUpdate(owned={ParamSearch.name: result}))
 

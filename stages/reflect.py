@@ -14,9 +14,9 @@ from evoforge.infra.nodes import STALE
 from evoforge.infra.prompt_format import REFLECT_MARKER, parse_decision, render_program_section
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
-from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult, WorkerBounds
+from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
 from evoforge.stages.population.history import PoolHistory
-from evoforge.stages.population.item import Item
+from evoforge.stages.population.item import Item, ItemUpdate
 from evoforge.stages.research import unified_diff
 from evoforge.stages.research_prompt import DIFF_RULES, SYSTEM
 
@@ -58,14 +58,13 @@ class Reflect(Stage):
     """Keeps, patches or drops stale items (only under `staleness.policy: reflective`)."""
 
     name = "reflect"
-    then = "engineer"
+    then = "engineer"  # a side stage: reached from the engineer's door, back to the engineer
     task_run_name = "reflect-{label}"
+    workers_like = "engineer"
 
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.staleness.policy == "reflective"
 
-    def workers(self, cfg: RunConfig) -> WorkerBounds:
-        return WorkerBounds.configured(cfg.engine.workers.engineer, cfg, cfg.adaptive.max_engineer)
 
     async def run(self, item: Item, ctx: StageContext) -> StageResult:
         return await reflect(item, ctx, ctx.history)
@@ -75,7 +74,7 @@ async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> StageR
     """Keep, patch or drop `item` by asking the LLM; the decision is recorded on its node."""
     assert item.node is not None and ctx.pool.best is not None
     node, best = item.node.copy(), ctx.pool.best
-    back = {"reflected": True}
+    back = ItemUpdate(reflected=True)
     messages = reflection_messages(item, ctx, history)
     try:
         completion = await ask_llm(ctx, node, messages)
@@ -96,7 +95,8 @@ async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> StageR
         node.code, node.diff = code, unified_diff(best.code, code)
         node.parent_id, node.pool_version = best.id, ctx.pool.v
         node.reflection += f"; reflection: patched onto {best.id}"
-        return StageResult(node, updates={**back, "parent": best, "v_i": ctx.pool.v, "tainted_by": None})
+        rebased = ItemUpdate(reflected=True, parent=best, v_i=ctx.pool.v, tainted_by=None)
+        return StageResult(node, updates=rebased)
     verdict = "kept" if decision == "keep" else "no decision in the answer: kept"
     node.reflection += f"; reflection: {verdict}"
     return StageResult(node, updates=back)

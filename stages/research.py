@@ -8,16 +8,15 @@ from __future__ import annotations
 import difflib
 import time
 
-from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import FAILED, PROPOSED, Node
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import trace_call
-from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult, WorkerBounds
+from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
 from evoforge.stages.population.candidate import new_candidate
-from evoforge.stages.population.item import Item
+from evoforge.stages.population.item import Item, ItemUpdate
 from evoforge.stages.research_prompt import (
     ideas_used,
     inspirations_used,
@@ -40,12 +39,10 @@ class Research(Stage):
     """Asks the LLM for one improved candidate of the item's parent."""
 
     name = "research"
-    then = "engineer"
     checkpoint = True
     task_run_name = "research-{label}"
+    default_workers, max_workers = 8, 32  # LLM calls at once (engine.workers.research)
 
-    def workers(self, cfg: RunConfig) -> WorkerBounds:
-        return WorkerBounds.configured(cfg.engine.workers.research, cfg, cfg.adaptive.max_research)
 
     async def run(self, item: Item, ctx: StageContext) -> StageResult:
         return await research(item, ctx)
@@ -81,12 +78,12 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
         node.llm_s = time.perf_counter() - start
         node.model = exc.model or node.model  # a router names the model the call went to
         trace_call(ctx.llm, prompt, started_at, node.llm_s, error=str(exc))
-        return _fail(node, f"LLM call failed: {exc}", {"prompt": prompt})
+        return _fail(node, f"LLM call failed: {exc}", ItemUpdate(prompt=prompt))
     trace_call(ctx.llm, prompt, started_at, completion.seconds, completion)
     node.llm_s = completion.seconds
     node.tokens_in, node.tokens_out = completion.tokens_in, completion.tokens_out
     node.backend, node.model = completion.backend, completion.model
-    updates = {"prompt": prompt, "answer": completion.text}
+    updates = ItemUpdate(prompt=prompt, answer=completion.text)
     try:
         parsed = parse_answer(completion.text)
         code = apply_answer(item.parent.code, parsed, language=ctx.task.language)
@@ -103,6 +100,6 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
     return StageResult(node, updates=updates)
 
 
-def _fail(node: Node, reason: str, updates: dict) -> StageResult:
+def _fail(node: Node, reason: str, updates: ItemUpdate) -> StageResult:
     node.status, node.failed_stage, node.error = FAILED, "research", reason
     return StageResult(node, to=COMMIT, updates=updates)

@@ -14,21 +14,21 @@ from evoforge.evaluators.task import load_task
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
 from evoforge.flows.engine import Engine
+from evoforge.flows.head import Head
 from evoforge.flows.policies import Policy
+from evoforge.flows.run_state import RunState
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.infra.config import RunConfig
 from evoforge.infra.nodes import EVALUATED, PROPOSED, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.offline.backend import OfflineBackend
-from evoforge.infra.runfiles import RunPaths
 from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.pipeline import Pipeline
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult, WorkerBounds
 from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item
-from evoforge.stages.population.pool import Pool
-from evoforge.stages.population.stats import RunStats
-from evoforge.stages.sample import make_sampler
-from evoforge.stages.sinks.commit import Committer
+from evoforge.stages.sinks.hub import SinkHub
+from evoforge.stages.sinks.node_db import NodeDatabase
 
 TASK = load_task("circle_packing")
 
@@ -46,7 +46,7 @@ class Log:
 class FakeResearch(Stage):
     """Makes a unique candidate after `delay` seconds (or hangs forever with delay=None)."""
 
-    name, then, checkpoint = "research", "engineer", True
+    name, checkpoint = "research", True
 
     def __init__(self, log: Log, delay: float | None = 0.0, workers: int = 2, high: int | None = None,
                  observe: Callable[[], None] | None = None):
@@ -122,44 +122,58 @@ class Failing(Stage):
 
 @dataclass
 class Harness:
-    """An engine over fake stages, a real pool, sampler, DuckDB node store and committer."""
+    """An engine over fake stages, with the real head, run state, pool, sampler and a DuckDB node
+    database written by its sink."""
 
     engine: Engine
     store: NodeStore
-    committer: Committer
+    head: Head
+    hub: SinkHub
     stop: asyncio.Event
     seed: Node
 
     async def run(self, limit_s: float = 20.0, background: Sequence[Callable[[], Any]] = ()) -> None:
         await asyncio.wait_for(self.engine.run(background=background), limit_s)
 
+    @property
+    def state(self) -> RunState:
+        return self.head.state
+
     def nodes(self) -> list[Node]:
-        self.committer.flush()
+        """Every node as the node database has it (after the sinks recorded everything)."""
+        assert self.hub.sync(30), "the sinks did not catch up"
         return self.store.all()
+
+    def close(self) -> None:
+        self.hub.close()
+
+
+def pipeline_of(stages: Sequence[Stage]) -> Pipeline:
+    """The stages as a pipeline: those naming no `after` in the order given, the rest placed."""
+    return Pipeline(tuple(s for s in stages if s.after is None)).with_plugins(
+        [s for s in stages if s.after is not None])
 
 
 def make_harness(tmp_path: Path, stages: Sequence[Stage], max_evals: int = 12,
                  policy: Policy | None = None, controller: AdaptiveController | None = None,
                  config: dict | None = None, store: NodeStore | None = None) -> Harness:
     cfg = RunConfig.model_validate({"budget": {"max_evals": max_evals}, **(config or {})})
-    pool = Pool()
     seed = Node(id="seed", run_id="r", code=TASK.initial_code, status=EVALUATED, score_full=1.0,
                 origin="seed", evaluated_at=0.5)
-    pool.add(seed)
-    sampler = make_sampler(cfg.search)
-    sampler.on_node_added(seed, pool)
+    state = RunState.rebuild([seed], {}, TASK, cfg)
     store = store or NodeStore(tmp_path / "nodes.duckdb")
-    stats = RunStats()
-    stats.count(seed)
-    committer = Committer(store, RunPaths(tmp_path), pool, sampler, stats, "t",
-                          lineage={"seed": None}, flush_interval_s=cfg.engine.commit_interval_s)
-    ctx = StageContext("r", TASK, cfg, OfflineBackend(), pool, sampler, random.Random(0),
-                       SandboxLimits(), tmp_path)
+    store.put(seed)
+    hub = SinkHub([NodeDatabase(store)])
+    hub.start()
+    head = Head(state, hub, cfg.staleness.policy)
+    ctx = StageContext("r", TASK, cfg, OfflineBackend(), state.pool, state.sampler, random.Random(0),
+                       SandboxLimits(), tmp_path, history=state.history, repeats=state.repeats)
     stop = asyncio.Event()
-    engine = Engine(ctx, committer, Budget(cfg.budget, stats), stages, StageCalls(ctx, use_prefect=False),
+    engine = Engine(ctx, head, Budget(cfg.budget, state.stats), pipeline_of(stages), StageCalls(ctx),
                     stop, policy, controller)
-    return Harness(engine, store, committer, stop, seed)
+    hub.on_fatal = engine.fail
+    return Harness(engine, store, head, hub, stop, seed)
 
 
 __all__ = ["COMMIT", "FakeEngineer", "FakeResearch", "Failing", "Harness", "Log", "NoteAnalysis",
-           "make_harness"]
+           "make_harness", "pipeline_of"]

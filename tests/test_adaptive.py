@@ -58,7 +58,7 @@ def _step(controller, engine, seconds=10.0):
 def test_slow_stage_with_work_gains_and_fast_stage_gives_back():
     engine = FakeEngine(per_worker={"research": 0.4, "engineer": 5.0, "reflect": 1.0},
                         counts={"research": 2, "engineer": 2, "reflect": 2}, high={"research": 16})
-    controller = AdaptiveController(AdaptiveConfig(enabled=True, max_research=16, max_engineer=8))
+    controller = AdaptiveController(AdaptiveConfig(enabled=True, max_workers={"research": 16, "engineer": 8}))
     decisions = _step(controller, engine)
     assert engine.counts["research"] == 3 and engine.counts["engineer"] == 1
     assert any(d.startswith("+1 research") for d in decisions)
@@ -78,7 +78,7 @@ def test_no_worker_is_added_without_work_waiting():
 def test_bounds_hold():
     engine = FakeEngine(per_worker={"research": 0.1, "engineer": 50.0},
                         counts={"research": 3, "engineer": 1}, high={"research": 3})
-    controller = AdaptiveController(AdaptiveConfig(enabled=True, max_research=3, min_workers=1))
+    controller = AdaptiveController(AdaptiveConfig(enabled=True, max_workers={"research": 3}, min_workers=1))
     for _ in range(5):
         _step(controller, engine)
     assert engine.counts == {"research": 3, "engineer": 1}

@@ -25,8 +25,10 @@ from evoforge.infra.prompt_format import (
     parse_analysis,
     parse_comparison,
 )
+from evoforge.stages.algorithms import asi_evolve
 from evoforge.stages.analysis_prompt import analysis_messages, classify_error
 from evoforge.stages.analyze import ANALYSIS_BY, Analyze, analyze
+from evoforge.stages.debug import RepairData
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
@@ -72,8 +74,11 @@ def _setup(backend, cfg: RunConfig | None = None, **node_fields) -> tuple[Item, 
     ctx = StageContext("r", TASK, cfg, backend, pool, make_sampler(cfg.search), random.Random(0),
                        SandboxLimits(), Path("."))
     code = TASK.initial_code.replace("0.45", "0.44", 1)
+    attempts = node_fields.pop("attempts", None)
     fields = {"status": EVALUATED, "score_full": 1.1, "evaluated_at": time.time(),
               "metrics": {"combined_score": 1.1, "sum_radii": 2.05}, **node_fields}
+    if attempts:
+        fields["owned"] = {"debug": RepairData(attempts=attempts)}
     item = Item(v_i=1, parent=seed)
     item.node = Node(id="cand", run_id="r", code=code, parent_id="seed", motivation="smaller ring",
                      diff=unified_diff(TASK.initial_code, code), tokens_in=10, llm_s=1.0, **fields)
@@ -268,6 +273,8 @@ def test_over_the_simulator_an_analysis_prompt_gets_a_structured_simulated_answe
 
 def test_the_stage_declares_its_place_and_switch():
     stage = Analyze()
-    assert stage.name == "analyze" and stage.after == "engineer" and stage.task_run_name == "analyze-{label}"
+    assert stage.name == "analyze" and stage.task_run_name == "analyze-{label}"
+    line = [s.name for s in asi_evolve.pipeline().line]
+    assert line[-1] == "analyze" and line.index("analyze") > line.index("engineer")  # last before the head
     assert stage.enabled(RunConfig()) and not stage.enabled(RunConfig(analyze=AnalyzeConfig(enabled=False)))
-    assert stage.workers(RunConfig()).initial == RunConfig().engine.workers.research  # an LLM stage
+    assert stage.workers(RunConfig()).initial == RunConfig().engine.workers["research"]  # an LLM stage

@@ -85,11 +85,9 @@ def test_speculation_prunes_releases_and_settles(tmp_path):
     assert status["confirmed"] + status["rolled_back"] == len(released)
     full = [n for n in nodes if n.status == EVALUATED]
     assert all(len(n.case_scores) == 40 for n in full)
-    _, names = prefect_run_of(run_dir)  # release and settlement are task runs named after the node
-    releases = {n for n in names if n.startswith("speculative-release-")}
-    settlements = {n for n in names if n.startswith("settle-speculation-")}
-    assert releases and releases <= {f"speculative-release-{n.id}" for n in released}
-    assert settlements and settlements <= {f"settle-speculation-{n.id}" for n in released}
+    _, names = prefect_run_of(run_dir)  # one Prefect task run per evaluation, and nothing else
+    assert released and {f"evaluate-{n.id}" for n in released} <= set(names)
+    assert all(name.startswith(("evaluate-", "trial-")) for name in names), sorted(names)[:5]
     with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:
         saved = store.get_meta("case_order")
     assert sorted(saved["order"]) == sorted(full[0].case_scores)
@@ -100,6 +98,7 @@ def test_a_resumed_case_based_run_keeps_its_validation_order(tmp_path):
     from evoforge.flows.session import open_session
     from evoforge.infra.config import RunConfig
     from evoforge.infra.offline.backend import OfflineBackend
+    from evoforge.stages.algorithms import asi_evolve
 
     config = {"speculation": {"alpha_spec": 0.25, "reorder_window": 1}}
     run_dir = _run(tmp_path, "bin_packing", config, 10)
@@ -108,11 +107,11 @@ def test_a_resumed_case_based_run_keeps_its_validation_order(tmp_path):
     assert any(s >= 1 for s in saved["streaks"].values())
     cfg = RunConfig.model_validate({**config, "tracking": {"mlflow": False}})
     session = open_session(load_task("bin_packing"), cfg, run_dir, OfflineBackend(), tmp_path / "ws",
-                           cases=sorted(saved["order"]))
+                           asi_evolve.pipeline(), cases=sorted(saved["order"]))
     try:
         assert session.ctx.case_order.state() == saved
-        assert session.committer.case_order is session.ctx.case_order
+        assert session.state.case_order is session.ctx.case_order
     finally:
-        session.close()
+        session.hub.close()
     assert _run(tmp_path, "bin_packing", config, 14) == run_dir
     assert sum(n.was_evaluated for n in read_nodes(run_dir)) == 14

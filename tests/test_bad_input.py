@@ -127,8 +127,10 @@ BAD_INPUTS = [
     ("--max-evals not a number", "run {t}/good --max-evals abc", "--max-evals: invalid int value"),
     ("--max-evals without a value", "run {t}/good --max-evals", "--max-evals: expected one argument"),
     ("--workers not a count", "run {t}/good --workers research=abc", "--workers: takes stage=count"),
-    ("--workers unknown stage", "run {t}/good --workers analyze=2", "--workers: takes stage=count"),
-    ("--workers zero", "run {t}/good --workers engineer=0", "--workers: Input should be greater"),
+    ("--workers unknown stage", "run {t}/good --workers analyse=2",
+     "engine.workers (--workers): no stage 'analyse' (did you mean 'analyze'?); the run's stages: learn, "
+     "research, engineer, debug, param_search, judge, analyze, reflect"),
+    ("--workers zero", "run {t}/good --workers engineer=0", "--workers: takes stage=count pairs"),
     ("--mode unknown", "run {t}/good --mode turbo", "--mode: invalid choice: 'turbo'"),
     ("--sampler unknown", "run {t}/good --sampler ucb", "--sampler: Input should be"),
     ("--staleness unknown", "run {t}/good --staleness none", "--staleness: invalid choice"),

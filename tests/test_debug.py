@@ -12,25 +12,25 @@ import time
 import pytest
 
 from evoforge.evaluators.task import load_task
-from evoforge.flows.engine import build_routes
 from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.llm_sim.answers import build_answer
 from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, PRUNED, ROLLED_BACK, Node
 from evoforge.infra.offline.backend import OfflineBackend
+from evoforge.stages.algorithms import asi_evolve
 from evoforge.stages.debug import (
     CRASH,
     INVALID,
     NOT_FAILED,
     TIMEOUT,
     Debug,
+    RepairData,
     classify_failure,
     repair_messages,
 )
 from evoforge.stages.engineer import Engineer
 from evoforge.stages.pipeline.stage import COMMIT, StageResult
 from evoforge.stages.population.item import Item
-from evoforge.stages.research import Research
 from tests.guard_tasks import EVALUATOR, candidate_item, engineered, make_ctx, make_task, with_block
 from tests.scripted_llm import Scripted
 
@@ -81,7 +81,10 @@ def _failed(error: str, traceback: str = "", **changes) -> Node:
         node.artifacts["traceback"] = traceback
     node.artifacts["stderr_tail"] = "warning: something on stderr"
     for key, value in changes.items():
-        setattr(node, key, value)
+        if key == "attempts":
+            RepairData.of(node).attempts = value
+        else:
+            setattr(node, key, value)
     return node
 
 
@@ -152,7 +155,7 @@ def test_a_crashed_candidate_is_repaired_and_routed_back_to_the_engineer(task, t
     assert node.error is None and node.failed_stage is None and node.evaluated_at is None
     assert node.artifacts == {} and node.metrics == {}
     assert (node.llm_s, node.tokens_in, node.tokens_out, node.eval_s) == (1.5, 107, 20, 0.25)
-    [attempt] = node.attempts
+    [attempt] = RepairData.peek(node).attempts
     assert attempt["error"] == crashed.error and attempt["eval_s"] == "0.250"
     assert attempt["code_sha"] == hashlib.sha256(RAISES.encode()).hexdigest()[:16]
     assert "ZeroDivisionError" in attempt["traceback"] and attempt["stderr_tail"].startswith("warning")
@@ -168,7 +171,7 @@ def test_the_engineer_lets_a_repaired_candidate_past_the_staleness_policy(task, 
     item = candidate_item(task, task.initial_code)
     item.v_i = ctx.pool.v - 5  # far too old for the guarded policy
     assert Engineer().admit(item, ctx).to == COMMIT
-    item.node.attempts.append({"error": "boom"})
+    RepairData.of(item.node).attempts.append({"error": "boom"})
     assert Engineer().admit(item, ctx).admitted
 
 
@@ -184,7 +187,8 @@ def test_an_unusable_repair_keeps_the_candidate_failed_with_both_reasons(task, t
     assert result.to is None and node.status == FAILED and node.code == crashed.code
     assert node.error.startswith(crashed.error + "; ") and reason in node.error
     assert node.was_evaluated and node.failed_stage == "engineer" and node.llm_s >= 1.0
-    assert len(node.attempts) == 1 and node.attempts[0]["repair"].startswith("failed: ")
+    attempts = RepairData.peek(node).attempts
+    assert len(attempts) == 1 and attempts[0]["repair"].startswith("failed: ")
 
 
 def test_timeouts_invalid_results_and_spent_attempts_pass_through_unchanged(task, tmp_path):
@@ -202,10 +206,10 @@ def test_timeouts_invalid_results_and_spent_attempts_pass_through_unchanged(task
 def test_the_stage_plugs_in_behind_the_engineer_when_repairs_are_on():
     cfg = RunConfig()
     assert Debug().enabled(cfg) and cfg.guard.repair_attempts == 1
-    stages = [Research(), Engineer(), Debug()]
-    assert build_routes(stages) == {"research": "engineer", "engineer": "debug", "debug": COMMIT}
+    routes = asi_evolve.pipeline().routes({"research", "engineer", "debug"})
+    assert routes == {"research": "engineer", "engineer": "debug", "debug": COMMIT}
     assert Debug().task_run_name == "debug-{label}"
-    assert Debug().workers(cfg).initial == cfg.engine.workers.research  # an LLM stage
+    assert Debug().workers(cfg).initial == cfg.engine.workers["research"]  # an LLM stage
     cfg.guard.repair_attempts = 0
     assert not Debug().enabled(cfg)
 
@@ -241,7 +245,7 @@ def test_end_to_end_a_crashing_first_program_is_repaired_and_evaluated(tmp_path,
     second, result = _run_engineer_and_debug(item, ctx)
     assert second.status == EVALUATED and second.score_full == 2.0 and second.was_evaluated
     assert result.to is None and item.node is second  # passed through the debug stage unchanged
-    [attempt] = second.attempts
+    [attempt] = RepairData.peek(second).attempts
     assert "ZeroDivisionError" in attempt["error"] and "initial_program.py" in attempt["traceback"]
     assert second.eval_s > float(attempt["eval_s"]) > 0 and second.llm_s == 0.5
 
@@ -252,7 +256,8 @@ def test_end_to_end_a_repair_that_crashes_again_fails_once_the_attempts_are_spen
     _run_engineer_and_debug(item, ctx)
     second, result = _run_engineer_and_debug(item, ctx)
     assert second.status == FAILED and "still broken" in second.error and result.to is None
-    assert len(second.attempts) == 1 and "ZeroDivisionError" in second.attempts[0]["error"]
+    attempts = RepairData.peek(second).attempts
+    assert len(attempts) == 1 and "ZeroDivisionError" in attempts[0]["error"]
 
 
 @pytest.mark.parametrize(

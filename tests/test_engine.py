@@ -9,7 +9,7 @@ import time
 import pytest
 
 from evoforge.flows.adaptive import AdaptiveController
-from evoforge.flows.engine import EngineFailure, build_routes
+from evoforge.flows.engine import EngineFailure
 from evoforge.flows.policies import AsyncPolicy, BarrierPolicy
 from evoforge.infra.config import AdaptiveConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, Node
@@ -17,7 +17,8 @@ from evoforge.infra.nodestore import NodeStore
 from evoforge.stages.pipeline.stage import COMMIT
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.speculation import descends_from, taint_derived
-from tests.engine_fakes import FakeEngineer, FakeResearch, Log, NoteAnalysis, make_harness
+from evoforge.stages.sinks.base import Event, EventKind
+from tests.engine_fakes import FakeEngineer, FakeResearch, Log, NoteAnalysis, make_harness, pipeline_of
 
 
 def _run(coro):
@@ -33,13 +34,14 @@ def test_items_flow_research_then_engineer_then_commit_and_the_budget_holds(tmp_
     for node in nodes:  # each candidate: research ended before its evaluation started
         researched = log.events.index(("end", "research", node.id))
         assert researched < log.events.index(("start", "engineer", node.id))
-    assert h.committer.stats.evaluations == 12 and not h.engine.in_flight
+    assert h.state.stats.evaluations == 12 and not h.engine.in_flight
 
 
 def test_a_stage_plugs_in_after_another_without_an_engine_edit(tmp_path):
     log = Log()
     stages = [FakeResearch(log, 0.0), FakeEngineer(log, 0.0), NoteAnalysis(log)]
-    assert build_routes(stages) == {"research": "engineer", "engineer": "analyze", "analyze": COMMIT}
+    routes = pipeline_of(stages).routes({s.name for s in stages})
+    assert routes == {"research": "engineer", "engineer": "analyze", "analyze": COMMIT}
     h = make_harness(tmp_path, stages, max_evals=8)
     _run(h.run())
     nodes = [n for n in h.nodes() if n.origin != "seed"]
@@ -83,8 +85,8 @@ def test_an_error_inside_one_stage_run_fails_only_that_node(tmp_path):
     _run(h.run())
     failed = [n for n in h.nodes() if n.status == FAILED]
     assert failed and all(n.failed_stage == "engineer" and "boom on item" in n.error for n in failed)
-    assert h.committer.stats.failed_internal == len(failed)
-    assert h.committer.stats.duplicates == 0  # an internal error is not a duplicate
+    assert h.state.stats.failed_internal == len(failed)
+    assert h.state.stats.duplicates == 0  # an internal error is not a duplicate
 
 
 def test_a_sampler_error_is_fatal_not_silent(tmp_path):
@@ -99,7 +101,7 @@ def test_a_sampler_error_is_fatal_not_silent(tmp_path):
         _run(h.run(limit_s=5))
 
 
-def test_a_writer_failure_stops_the_run_instead_of_hanging(tmp_path):
+def test_a_node_database_that_cannot_be_written_stops_the_run_and_keeps_its_rows(tmp_path):
     class FullDisk(NodeStore):
         def write(self, nodes, meta):
             if any(n.origin != "seed" for n in nodes):
@@ -107,13 +109,15 @@ def test_a_writer_failure_stops_the_run_instead_of_hanging(tmp_path):
             super().write(nodes, meta)
 
     log = Log()
-    h = make_harness(tmp_path, [FakeResearch(log, 0.01), FakeEngineer(log, 0.01)], max_evals=30,
+    h = make_harness(tmp_path, [FakeResearch(log, 0.02), FakeEngineer(log, 0.02)], max_evals=2000,
                      store=FullDisk(tmp_path / "nodes.duckdb"))
     started = time.monotonic()
-    with pytest.raises(EngineFailure, match="No space left"):
+    with pytest.raises(EngineFailure, match="No space left"):  # after 3 failed batches in a row
         _run(h.run(limit_s=10))
     assert time.monotonic() - started < 5
-    assert h.committer.pending() > 0  # the rows are still buffered, not dropped
+    database = h.hub.sinks[0]
+    assert database.pending() > 0  # the rows are still held, not dropped
+    assert h.hub.failures()["nodes"]["failures"] >= 3
 
 
 def test_a_background_task_error_is_fatal(tmp_path):
@@ -152,7 +156,7 @@ def test_async_policy_issues_without_a_barrier(tmp_path):
 
 def test_adaptive_control_adds_a_worker_to_the_slow_stage(tmp_path):
     log = Log()
-    controller = AdaptiveController(AdaptiveConfig(enabled=True, tau_s=0.1, max_research=4))
+    controller = AdaptiveController(AdaptiveConfig(enabled=True, tau_s=0.1, max_workers={"research": 4}))
     h = make_harness(tmp_path, [FakeResearch(log, 0.1, workers=1, high=4), FakeEngineer(log, 0.0)],
                      max_evals=25, controller=controller)
     _run(h.run())
@@ -173,25 +177,25 @@ def test_rollback_taint_reaches_descendants_at_any_depth():
     assert descends_from("grandchild", "spec", lineage) and not descends_from("other", "spec", lineage)
 
 
-def test_group_commit_writes_in_groups_and_keeps_rows_when_a_write_fails(tmp_path):
+def test_the_node_database_writes_in_batches_and_keeps_rows_when_a_write_fails(tmp_path):
     log = Log()
     h = make_harness(tmp_path, [FakeResearch(log, 0.0, workers=4), FakeEngineer(log, 0.0, workers=4)],
-                     max_evals=40, config={"engine": {"commit_interval_s": 0.5}})
+                     max_evals=40)
     _run(h.run())
-    assert h.committer.rows_written >= 39  # a proposal and its result in one group: one row
-    assert h.committer.flushes < 20  # grouped, not one transaction per row
+    database = h.hub.sinks[0]
+    assert h.hub.sync(10) and database.rows_written >= 39
+    assert database.transactions < 10  # batched: 79 events (proposals and results), few transactions
+    assert len(h.nodes()) == 40  # and nothing lost: the seed and 39 candidates
 
-    committer = h.committer
     node = Node(id="late", run_id="r", code="x", status=PROPOSED)
-    committer._put(node)
 
     def refuse(nodes, meta):
         raise OSError("disk gone")
 
-    committer.store.write = refuse
+    database.store.write = refuse
     with pytest.raises(OSError):
-        committer.flush()
-    assert committer.pending() == 1
+        database.record([Event(EventKind.PROPOSED, node)])
+    assert database.pending() == 1
 
 
 def test_a_stage_that_skips_an_item_is_passed_over_without_a_run(tmp_path):

@@ -16,17 +16,23 @@ import pytest
 
 from evoforge.evaluators.cases import CaseResult
 from evoforge.flows.cli import main
+from evoforge.flows.run_state import RunState
+from evoforge.flows.snapshot import build_snapshot
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, SPECULATIVE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths
+from evoforge.stages.population.history import PoolHistory
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.population.speculation import Reference, Speculation
 from evoforge.stages.population.stats import RunStats
 from evoforge.stages.reports.leaderboard import leaderboard_md
+from evoforge.stages.rounds.records import Rounds
 from evoforge.stages.sample import make_sampler
-from evoforge.stages.sinks.commit import Committer
+from evoforge.stages.sinks.base import Event, EventKind
+from evoforge.stages.sinks.hub import SinkHub
+from evoforge.stages.sinks.run_files import RunFiles
 from tests.helpers import cli_env, read_status
 
 CASES = [str(i) for i in range(8)]
@@ -63,9 +69,13 @@ def test_with_no_reference_nothing_is_released_or_pruned():
 
 def test_snapshots_show_a_speculative_node_without_crashing(tmp_path):
     pool, best, spec = _pool_with_speculative_best()
-    committer = Committer(NodeStore(tmp_path / "n.duckdb"), RunPaths(tmp_path), pool,
-                          make_sampler(SearchConfig()), RunStats(), "t")
-    status = committer.write_snapshot({"state": "running"})
+    state = RunState(pool, make_sampler(SearchConfig()), PoolHistory(), RunStats(), Rounds())
+    hub = SinkHub([RunFiles(RunPaths(tmp_path))])
+    hub.start()
+    snapshot = build_snapshot(state, hub, "t", {"state": "running"}, {}, {})
+    hub.emit(Event(EventKind.SNAPSHOT, payload=snapshot))
+    hub.close()
+    status = snapshot["status"]
     assert status["best_score"] == 0.5 and status["best_node"] == "best"  # fully evaluated only
     assert status["speculative_best"] == "spec"
     board = leaderboard_md("t", pool)
@@ -76,7 +86,8 @@ def test_snapshots_show_a_speculative_node_without_crashing(tmp_path):
 @pytest.mark.slow
 def test_adaptive_control_makes_logged_decisions_when_a_stage_is_slow(tmp_path):
     config = tmp_path / "c.yaml"
-    config.write_text(json.dumps({"adaptive": {"enabled": True, "tau_s": 0.5, "max_research": 6}}))
+    adaptive = {"enabled": True, "tau_s": 0.5, "max_workers": {"research": 6}}
+    config.write_text(json.dumps({"adaptive": adaptive}))
     run_dir = tmp_path / "run"
     with SimulatorProcess(SimConfig(median_s=0.6, sigma=0.2, slots=8, seed=3)) as sim:
         code = main(["run", "circle_packing", "--run-dir", str(run_dir), "--workspace", str(tmp_path / "ws"),
@@ -145,7 +156,8 @@ def test_a_writer_failure_exits_1_with_the_traceback_in_run_log(tmp_path, monkey
                  "--max-evals", "60", "--no-mlflow", "--quiet"])
     assert code == 1 and time.monotonic() - started < 60
     log = (run_dir / "run.log").read_text()
-    assert "fatal error in commit" in log and "Traceback" in log and "No space left on device" in log
+    assert "fatal error in sink nodes (3 batches failed in a row)" in log
+    assert "Traceback" in log and "No space left on device" in log
 
 
 @pytest.mark.slow

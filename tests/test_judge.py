@@ -13,7 +13,6 @@ import pytest
 
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import load_task
-from evoforge.flows.engine import build_routes
 from evoforge.infra.config import AnalyzeConfig, JudgeConfig, RunConfig
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm_sim.process import SimulatorProcess
@@ -21,6 +20,7 @@ from evoforge.infra.llm_sim.server import SimConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.infra.prompt_format import JUDGE_MARKER, is_judge_prompt, parse_judge_score
+from evoforge.stages.algorithms import asi_evolve
 from evoforge.stages.analyze import Analyze
 from evoforge.stages.engineer import Engineer
 from evoforge.stages.judge import JUDGE_NOTE, Judge, judge, judge_messages
@@ -163,9 +163,10 @@ def test_the_stage_is_on_with_a_weight_and_fits_with_or_without_the_analyzer():
     assert stage.name == "judge" and stage.task_run_name == "judge-{label}"
     assert not stage.enabled(RunConfig()) and stage.enabled(RunConfig(judge=JudgeConfig(weight=0.2)))
     stages = [Research(), Engineer(), Analyze(), Judge()]
+    pipeline = asi_evolve.pipeline()
     cfg = RunConfig(judge=JudgeConfig(weight=0.2))
-    routes = build_routes(stages, {s.name for s in stages if s.enabled(cfg)})
+    routes = pipeline.routes({s.name for s in stages if s.enabled(cfg)})
     assert routes["engineer"] == "judge" and routes["judge"] == "analyze" and routes["analyze"] == COMMIT
     cfg = RunConfig(judge=JudgeConfig(weight=0.2), analyze=AnalyzeConfig(enabled=False))
-    routes = build_routes(stages, {s.name for s in stages if s.enabled(cfg)})
+    routes = pipeline.routes({s.name for s in stages if s.enabled(cfg)})
     assert routes["engineer"] == "judge" and routes["judge"] == COMMIT

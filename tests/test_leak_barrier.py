@@ -18,6 +18,7 @@ from evoforge.infra.config import load_config
 from evoforge.infra.llm.factory import make_backend
 from evoforge.infra.nodes import Node
 from evoforge.infra.nodestore import NodeStore
+from evoforge.stages.algorithms import asi_evolve
 from tests.gated_tasks import FINAL_LOW, write_staged_task
 
 REPO = Path(__file__).resolve().parent.parent
@@ -91,7 +92,8 @@ def test_after_the_final_report_the_selection_context_holds_no_final_score(tmp_p
 
     cfg = load_config(config, {"workspace": str(workspace)})
     task = load_task(task_dir)
-    session = open_session(task, cfg, run_dir, make_backend(cfg.llm, cfg.seed), workspace)
+    session = open_session(task, cfg, run_dir, make_backend(cfg.llm, cfg.seed), workspace,
+                           asi_evolve.pipeline())
     try:
         reachable = _floats(session.ctx)  # pool, sampler, plan, shares, history, config, task...
         assert len(reachable) > 20  # the walk sees the pool's scores
@@ -101,4 +103,4 @@ def test_after_the_final_report_the_selection_context_holds_no_final_score(tmp_p
         assert _leaks(_floats(session.ctx)) == [finals[0]]
         del planted.metrics["oops"]
     finally:
-        session.close()
+        session.hub.close()

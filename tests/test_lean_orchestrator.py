@@ -13,20 +13,20 @@ from evoforge.cognition.lexical import LexicalEmbedder
 from evoforge.cognition.store import CognitionBase
 from evoforge.infra.nodes import Node
 from evoforge.infra.nodestore import NodeStore
-from evoforge.infra.tracking import Tracker
+from evoforge.infra.tracking import ChildRun, Tracker
 
 
 def test_every_candidate_run_keeps_its_metrics_params_and_text_artifacts(tmp_path: Path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tracker = Tracker(uri, "lean", tmp_path / "mlartifacts", "parent")
-    parent = tracker.wait_ready()
-    for i in range(3):
-        tracker.log_candidate(f"node-n{i}", {"node_id": f"n{i}", "island": i},
-                              {"score_full": 0.25 * i, "eval_s": 1.5 + i},
-                              {"program.py": f"x = {i}\n", "diff.txt": f"-x\n+x = {i}\n",
-                               "error.txt": "", "analysis.md": f"run {i} é"},
-                              tags={"node_id": f"n{i}"}, status="FINISHED" if i else "FAILED")
-    tracker.close()
+    parent = tracker.open()
+    tracker.log_runs([(ChildRun(f"node-n{i}", {"node_id": f"n{i}", "island": i},
+                                {"score_full": 0.25 * i, "eval_s": 1.5 + i}, {"node_id": f"n{i}"},
+                                "FINISHED" if i else "FAILED",
+                                {"program.py": f"x = {i}\n", "diff.txt": f"-x\n+x = {i}\n",
+                                 "error.txt": "", "analysis.md": f"run {i} é"}), [], ())
+                      for i in range(3)])
+    tracker.terminate()
     client = MlflowClient(tracking_uri=uri)
     runs = {r.info.run_name: r for r in client.search_runs([r.info.experiment_id for r in
                                                             [client.get_run(parent)]],

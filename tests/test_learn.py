@@ -15,18 +15,17 @@ from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import load_task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
-from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.offline.backend import OfflineBackend
-from evoforge.infra.runfiles import RunPaths
-from evoforge.stages.learn import Learn
+from evoforge.stages.learn import Learn, LearnData, retrieve
+from evoforge.stages.pipeline.authorship import LESSONS_BY, LLM, OFFLINE, SIMULATED
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
-from evoforge.stages.population.stats import RunStats
 from evoforge.stages.reports.origins import origin_breakdown, report_md
 from evoforge.stages.research_prompt import ideas_used, origin_of, research_messages
 from evoforge.stages.sample import make_sampler
-from evoforge.stages.sinks.commit import Committer
+from evoforge.stages.sinks.base import Event, EventKind
+from evoforge.stages.sinks.cognition_sink import CognitionWriteBack
 
 TASK = load_task("circle_packing")
 PRIORS = [
@@ -56,17 +55,18 @@ def test_learn_retrieves_for_the_parent_and_the_task_only(tmp_path):
     base.add(PRIORS)
     ctx, seed = _context(tmp_path, base)
     result = asyncio.run(Learn().run(Item(v_i=1, parent=seed), ctx))
-    shown = result.updates["knowledge"]
+    shown = result.updates.knowledge
     assert shown and all(isinstance(k, Knowledge) for k in shown)
     assert {k.title for k in shown} <= {"Hexagonal start", "Corner circles"}  # no bin-packing item
-    assert result.node.cognition_ids == [k.id for k in shown] and result.node.parent_id == "seed"
+    assert LearnData.peek(result.node).cognition_ids == [k.id for k in shown]
+    assert result.node.parent_id == "seed"
     assert shown == sorted(shown, key=lambda k: -k.score) and all(k.score >= 0.05 for k in shown)
 
 
 def test_without_a_cognition_base_learn_passes_the_item_on(tmp_path):
     ctx, seed = _context(tmp_path, None)
     result = asyncio.run(Learn().run(Item(v_i=1, parent=seed), ctx))
-    assert result.updates == {} and result.node.cognition_ids == []
+    assert result.updates is None and LearnData.peek(result.node).cognition_ids == []
 
 
 def test_the_prompt_labels_prior_knowledge_and_the_parent_analysis():
@@ -94,24 +94,43 @@ def test_ideas_used_are_cross_checked_and_decide_the_origin():
     assert origin_of([], knowledge, []) == "novel"
 
 
-def test_lessons_are_written_back_once_with_their_provenance(tmp_path):
+def _lessons_node(node_id: str, lesson: str, by: str, status=EVALUATED) -> Node:
+    return Node(id=node_id, run_id="run1", code=node_id, status=status, score_full=1.2, lessons=[lesson],
+                artifacts={LESSONS_BY: by})
+
+
+def test_an_llms_lessons_are_written_back_once_with_their_provenance(tmp_path):
     base = CognitionBase(tmp_path / "cognition", LexicalEmbedder())
     base.add(PRIORS)
-    pool = Pool()
-    committer = Committer(NodeStore(tmp_path / "n.duckdb"), RunPaths(tmp_path), pool,
-                          make_sampler(RunConfig().search), RunStats(), "circle_packing",
-                          cognition=base, run_id="run1", dedupe_similarity=0.95)
+    run_base = CognitionBase(tmp_path / "run" / "cognition", LexicalEmbedder())
+    sink = CognitionWriteBack(base, run_base, "run1", "circle_packing", dedupe_similarity=0.95)
     lesson = "Shrinking the four corner circles frees room for larger circles in the middle rows."
-    first = Node(id="n1", run_id="run1", code="x", status=EVALUATED, score_full=1.2, lessons=[lesson])
-    second = Node(id="n2", run_id="run1", code="y", status=FAILED, lessons=[lesson])
-    for node in (first, second):
-        slow = committer.slow_writes(Item(v_i=0, parent=node, node=node))
-        slow.done(slow.work())
+    first, second = _lessons_node("n1", lesson, LLM), _lessons_node("n2", lesson, LLM, status=FAILED)
+    sink.record([Event(EventKind.FINISHED, first), Event(EventKind.FINISHED, second)])
+    sink.record([Event(EventKind.FINISHED, Node(id="n3", run_id="r", code=""))])  # no lessons: nothing
     stored = [i for i in base.list() if "corner circles frees" in i.text]
     assert len(stored) == 1 and stored[0].provenance == "analyzer insight of node n1 in run run1"
-    assert first.artifacts["lessons_written"] == stored[0].id and "lessons_written" not in second.artifacts
-    assert committer.lessons_written == 1
-    assert committer.slow_writes(Item(v_i=0, parent=first, node=Node(id="n3", run_id="r", code=""))) is None
+    assert sink.written == {"shared": 1, "run": 0} and run_base.count() == 0
+    sink.rebuild([first, second])  # a resume's catch-up writes nothing twice
+    assert len([i for i in base.list() if "corner circles frees" in i.text]) == 1
+
+
+def test_offline_and_simulated_lessons_stay_in_the_run_labelled_never_in_the_shared_base(tmp_path):
+    base = CognitionBase(tmp_path / "cognition", LexicalEmbedder())
+    base.add(PRIORS)
+    before = base.count()
+    run_base = CognitionBase(tmp_path / "run" / "cognition", LexicalEmbedder())
+    sink = CognitionWriteBack(base, run_base, "run1", "circle_packing", dedupe_similarity=0.95)
+    offline = _lessons_node("n1", "Offline: a larger first radius tends to help the packing.", OFFLINE)
+    simulated = _lessons_node("n2", "Simulated: rotating the lattice by a few degrees fills gaps.", SIMULATED)
+    sink.record([Event(EventKind.FINISHED, offline), Event(EventKind.FINISHED, simulated)])
+    assert base.count() == before  # the workspace's base, which every later run reads: untouched
+    kept = {i.text: i for i in run_base.list()}
+    assert kept[offline.lessons[0]].provenance == "offline analyzer lesson (no LLM) of node n1 in run run1"
+    assert kept[simulated.lessons[0]].provenance.startswith("LLM simulator lesson (simulated")
+    assert "simulated" in kept[simulated.lessons[0]].tags and "offline" in kept[offline.lessons[0]].tags
+    found = retrieve(base, run_base, "rotate the lattice to fill the gaps", 3, "circle_packing", -1.0)
+    assert simulated.lessons[0] in [item.text for item, _ in found]  # this run's learn still finds it
 
 
 def test_the_report_gives_the_origin_breakdown_and_the_lessons():

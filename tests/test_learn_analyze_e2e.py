@@ -14,6 +14,7 @@ from evoforge.flows.cli import main
 from evoforge.infra.config import CognitionConfig
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED
+from evoforge.stages.learn import LearnData
 from tests.helpers import prefect_run_of, read_nodes, read_status
 
 pytestmark = pytest.mark.slow
@@ -24,7 +25,8 @@ def finished_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("learn-analyze")
     run_dir, workspace = root / "run", root / "ws"
     config = root / "c.yaml"  # 15 seeded priors compete with the lessons: show 8 items, not 5
-    config.write_text("cognition:\n  top_k: 8\n  min_similarity: 0.15\n")
+    # every stage run a Prefect task run too (engine.task_runs: stages), so the UI shows the pipeline
+    config.write_text("cognition:\n  top_k: 8\n  min_similarity: 0.15\nengine:\n  task_runs: stages\n")
     with SimulatorProcess(SimConfig(median_s=0.05, sigma=0.3, slots=8, seed=5)) as sim:
         code = main(["run", "circle_packing", "--run-dir", str(run_dir), "--workspace", str(workspace),
                      "--config", str(config), "--llm-base-url", sim.base_url, "--max-evals", "40",
@@ -36,7 +38,7 @@ def finished_run(tmp_path_factory):
 def test_prompts_carry_retrieved_prior_knowledge(finished_run):
     run_dir, _ = finished_run
     designs = [n for n in read_nodes(run_dir) if n.origin != "seed"]
-    shown = [n for n in designs if n.cognition_ids]
+    shown = [n for n in designs if LearnData.peek(n).cognition_ids]
     assert len(shown) >= len(designs) // 2
     prompt = (run_dir / "nodes" / shown[0].id / "prompt.md").read_text()
     assert "## Prior knowledge (retrieved from the cognition base)" in prompt and "### K1: " in prompt
@@ -58,20 +60,24 @@ def test_every_evaluated_candidate_has_an_analysis_on_the_node_on_disk_and_in_ml
     assert "analysis.md" in files
 
 
-def test_lessons_are_written_back_and_retrieved_by_later_candidates(finished_run):
+def test_simulated_lessons_stay_in_the_run_and_are_retrieved_by_later_candidates(finished_run):
     run_dir, workspace = finished_run
     status = read_status(run_dir)
-    assert status["lessons_written"] >= 1
-    base = CognitionBase(workspace / "cognition", make_embedder(CognitionConfig()))
+    written = status["sinks"]["cognition"]
+    assert written["lessons_to_run"] >= 1 and written["lessons_to_workspace"] == 0
     run_id = status["run_id"]
-    lessons = {i.id: i for i in base.list() if i.provenance.endswith(f"in run {run_id}")}
-    assert len(lessons) == status["lessons_written"]
+    shared = CognitionBase(workspace / "cognition", make_embedder(CognitionConfig()))
+    assert not [i for i in shared.list() if i.provenance.endswith(f"in run {run_id}")]  # never shared
+    own = CognitionBase(run_dir / "cognition", make_embedder(CognitionConfig()))
+    lessons = {i.id: i for i in own.list()}
+    assert len(lessons) == written["lessons_to_run"]
+    assert all(i.provenance.startswith("LLM simulator lesson (simulated, not an LLM's) of node ")
+               and "simulated" in i.tags for i in lessons.values())
     nodes = read_nodes(run_dir)
-    writers = {n.id: n for n in nodes if n.artifacts.get("lessons_written")}
-    assert all(i.provenance.startswith("analyzer insight of node ") for i in lessons.values())
-    later = [n for n in nodes if set(n.cognition_ids) & set(lessons)]
-    assert later, "a lesson written back is shown to a later candidate"
-    first_writer = min(writers.values(), key=lambda n: n.evaluated_at or 0)
+    writers = [n for n in nodes if n.lessons and n.artifacts.get("lessons_by") == "simulated"]
+    later = [n for n in nodes if set(LearnData.peek(n).cognition_ids) & set(lessons)]
+    assert later, "a lesson kept in the run is shown to a later candidate of the run"
+    first_writer = min(writers, key=lambda n: n.evaluated_at or 0)
     assert any(n.created_at > (first_writer.evaluated_at or 0) for n in later)
 
 

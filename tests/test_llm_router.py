@@ -20,7 +20,7 @@ from evoforge.infra.llm.types import Completion
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
 from evoforge.stages.population.pool import Pool
-from evoforge.stages.sinks.model_usage import ModelUsageTable, model_metrics
+from evoforge.stages.sinks.model_usage import ModelUsageTable, gain_over_parent, gains, model_metrics
 from tests.helpers import read_nodes, read_status
 
 PRICES = {"cheap": ModelPrice(input_per_mtok=0.1, output_per_mtok=0.4),
@@ -102,22 +102,23 @@ def test_an_endpoint_key_variable_that_is_not_set_is_a_config_error(monkeypatch)
 
 
 def test_model_usage_counts_calls_tokens_cost_and_improvements():
-    pool = Pool(maximize=False)
     parent = Node(id="p", run_id="r", code="", status=EVALUATED, score_full=2.0, origin="seed")
     better = Node(id="a", run_id="r", code="", parent_id="p", status=EVALUATED, score_full=1.5,
                   model="cheap", tokens_in=1_000_000, tokens_out=500_000, llm_s=2.0)
     broken = Node(id="b", run_id="r", code="", parent_id="p", status=FAILED, model="costly",
                   tokens_in=10, tokens_out=10, llm_s=1.0)
     table = ModelUsageTable(PRICES)
-    assert table.add(parent, None, pool) is None
-    assert table.add(better, parent, pool) == pytest.approx(0.5)  # minimised: lower is better
-    assert table.add(broken, parent, pool) is None
+    assert gain_over_parent(parent, None, "full", maximize=False) is None
+    assert gain_over_parent(better, parent, "full", maximize=False) == pytest.approx(0.5)  # lower: better
+    assert gain_over_parent(broken, parent, "full", maximize=False) is None
+    for node, parent_node in ((parent, None), (better, parent), (broken, parent)):
+        table.count(node, gain_over_parent(node, parent_node, "full", maximize=False))
     rows = table.as_dict()
     assert set(rows) == {"cheap", "costly"}  # the seed is nobody's design
     assert rows["cheap"]["improvements"] == 1 and rows["costly"]["improvements"] == 0
     assert rows["cheap"]["cost_usd"] == pytest.approx(0.1 + 0.2)
     assert rows["cheap"]["llm_s_per_candidate"] == 2.0
-    assert ModelUsageTable.rebuild([parent, better, broken], pool, PRICES).as_dict() == rows
+    assert ModelUsageTable.rebuild([parent, better, broken], "full", False, PRICES).as_dict() == rows
     assert model_metrics(rows)["model.cheap.tokens_in"] == 1_000_000
 
 
@@ -131,7 +132,9 @@ def test_a_resumed_bandit_learns_again_from_the_node_database():
                           score_full=1.5, model="cheap"))
         nodes.append(Node(id=f"x{i}", run_id="r", code="", parent_id="s", status=FAILED, model="costly"))
     router = _router(explore=0.0)
-    ModelUsageTable.rebuild(nodes, pool, PRICES, observe=router.observe)
+    for node, gain in gains(nodes, "full", maximize=True):  # what a resumed session tells the router
+        if node.origin != "seed":
+            router.observe(node.model, gain)
     assert (router.arms["cheap"].designs, router.arms["cheap"].improvements) == (10, 10)
     assert (router.arms["costly"].designs, router.arms["costly"].improvements) == (10, 0)
     assert _share(router, "cheap") > 0.95  # what the run had learnt, before any new call

@@ -18,6 +18,7 @@ from evoforge.stages.research_prompt import research_messages
 from evoforge.stages.rounds.branch_shares import BranchShares, branch_parent
 from evoforge.stages.rounds.branches import KillCriteria, initial_plan
 from evoforge.stages.rounds.schedule import RoundJob, run_rounds
+from evoforge.stages.tuning.param_study import TuningData
 from tests.engine_fakes import FakeEngineer, FakeResearch, Log, make_harness
 
 KILL = KillCriteria(stall_rounds=3, max_invalid_rate=0.5, min_candidates=2)
@@ -48,24 +49,22 @@ def test_evaluation_slots_cap_every_evaluation_of_the_run():
         SlottedEvaluations(inner, 0)
 
 
-def test_round_jobs_run_every_k_rounds_and_their_decisions_go_through_the_commit(tmp_path):
+def test_round_jobs_run_every_k_rounds_between_the_results(tmp_path):
     log = Log()
     harness = make_harness(tmp_path, [FakeResearch(log), FakeEngineer(log, delay=0.02)], max_evals=13)
-    engine, ran, applied = harness.engine, [], []
+    engine, stats, ran = harness.engine, harness.state.stats, []
 
     async def job(round_no: int) -> None:
-        ran.append((round_no, engine.committer.stats.proposals))
-        applied.append(await engine.in_commit(lambda: engine.committer.stats.proposals))
+        ran.append((round_no, stats.proposals))
 
     async def go() -> None:
-        await engine.run(background=[lambda: run_rounds(engine, [RoundJob("every-2", 2, job)], 3)])
+        await engine.run(background=[lambda: run_rounds(engine, stats, [RoundJob("every-2", 2, job)], 3)])
 
     asyncio.run(go())
+    harness.close()
     rounds = [r for r, _ in ran]
     assert rounds and all(r % 2 == 0 for r in rounds)  # rounds of 3 proposals, the job every 2nd
-    assert all(p >= 3 * r for r, p in ran)
-    # each decision came back from the commit coroutine (one cut off by the run's end may not)
-    assert applied and len(applied) >= len(ran) - 1 and applied[0] >= ran[0][1]
+    assert all(p >= 3 * r for r, p in ran) and rounds == sorted(set(rounds))  # each round once
 
 
 def test_a_failing_round_job_stops_the_run_through_the_fatal_path(tmp_path):
@@ -74,16 +73,18 @@ def test_a_failing_round_job_stops_the_run_through_the_fatal_path(tmp_path):
     engine = harness.engine
 
     async def job(round_no: int) -> None:
-        await engine.in_commit(lambda: 1 / 0)
+        raise ZeroDivisionError("a round job's bug")
 
     async def go() -> None:
-        await engine.run(background=[lambda: run_rounds(engine, [RoundJob("broken", 1, job)], 2)])
+        await engine.run(background=[lambda: run_rounds(engine, harness.state.stats,
+                                                        [RoundJob("broken", 1, job)], 2)])
 
     from evoforge.flows.engine import EngineFailure
 
     with pytest.raises(EngineFailure, match="ZeroDivisionError"):
         asyncio.run(go())
-    assert engine.committer.stats.proposals < 40  # it stopped early
+    harness.close()
+    assert harness.state.stats.proposals < 40  # it stopped early
 
 
 def _node(i: int, branch: str, score: float) -> Node:
@@ -113,7 +114,8 @@ def test_the_research_prompt_carries_the_branch_the_contract_and_the_tuned_value
     task = load_task("digits")
     plan = initial_plan("", 2, KILL, ["An RBF SVM is the strongest single model"])
     parent = Node(id="p", run_id="r", code=task.initial_code, status=EVALUATED, score_pilot=0.92,
-                  params={"C": 3.5, "max_iter": 400}, score_default=0.9, trials_run=12)
+                  params={"C": 3.5, "max_iter": 400}, score_default=0.9,
+                  owned={"param_search": TuningData(trials_run=12)})
     prompt = research_messages(task, parent, [], "diff", branch=plan.slots[0], knobs=True)[-1]["content"]
     assert "## Research branch B1 (slot 1)\nHypothesis: An RBF SVM is the strongest single model" in prompt
     assert "## Mutation agent contract" in prompt and 'knob("C", 1.0' in prompt

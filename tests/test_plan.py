@@ -24,16 +24,19 @@ from evoforge.stages.rounds.plan_agent import (
     plan_messages,
     replan,
 )
+from evoforge.stages.tuning.param_study import TuningData
 from tests.scripted_llm import Scripted
 
 KILL = KillCriteria(stall_rounds=3, max_invalid_rate=0.5, min_candidates=3)
 ROUNDS: dict[str, int] = {}
 
 
-def node(nid: str, branch: str, rnd: int, score: float | None, status=EVALUATED, **kw) -> Node:
+def node(nid: str, branch: str, rnd: int, score: float | None, status=EVALUATED, saturation=None,
+         **kw) -> Node:
     ROUNDS[nid] = rnd
+    owned = {"param_search": TuningData(saturation=saturation)} if saturation else {}
     return Node(nid, "run", "x = 1\n", branch=branch, status=status, score_pilot=score,
-                created_at=float(rnd), evaluated_at=float(rnd), **kw)
+                created_at=float(rnd), evaluated_at=float(rnd), owned=owned, **kw)
 
 
 def round_of(n: Node) -> int:

@@ -17,11 +17,12 @@ from prefect.client.schemas.filters import (
 )
 
 from evoforge.flows.cli import main
-from evoforge.flows.prefect_artifacts import RunArtifacts, artifact_key, table_rows
 from evoforge.flows.run_names import folder_run_name
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.stages.population.pool import Pool
+from evoforge.stages.reports.leaderboard import leaderboard_rows
+from evoforge.stages.sinks.prefect_sink import PrefectArtifacts, artifact_key, table_rows
 from tests.helpers import prefect_run_of, read_nodes, read_status
 
 
@@ -41,17 +42,18 @@ def test_the_table_artifact_ranks_the_pool_best_first():
     for node in (_node("a", 3.0), _node("b", 1.0, parent="a"), _node("c", 2.0, parent="a")):
         pool.add(node)
     pool.nodes[0].params = {"r": 0.5, "k": 3}
-    rows = table_rows(pool, top=2)
+    rows = table_rows(leaderboard_rows(pool), top=2)
     assert [(r["rank"], r["node"], r["score"], r["level"]) for r in rows] == [(1, "b", 1.0, "full"),
                                                                              (2, "c", 2.0, "full")]
-    assert next(r for r in table_rows(pool) if r["node"] == pool.nodes[0].id)["params"] == "k=3, r=0.5"
+    first = next(r for r in table_rows(leaderboard_rows(pool)) if r["node"] == pool.nodes[0].id)
+    assert first["params"] == "k=3, r=0.5"
     assert rows[0]["parent"] == "a" and rows[0]["status"] == "evaluated"
     assert rows[0]["motivation"] == "try a bigger radius"
     json.dumps(rows)  # a table artifact is JSON
 
 
 def test_progress_is_a_capped_percent_of_max_evals():
-    artifacts = RunArtifacts("t", "r", max_evals=8)
+    artifacts = PrefectArtifacts("t", "r", max_evals=8, target=None)
     assert artifacts.percent(2) == 25.0 and artifacts.percent(12) == 100.0
     assert not artifacts.enabled  # outside a flow run it publishes nothing
 

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import EVALUATED, Node
-from evoforge.infra.nodestore import NodeStore
-from evoforge.infra.runfiles import RunPaths
 from evoforge.stages.population.pool import Pool
-from evoforge.stages.population.stats import RunStats
 from evoforge.stages.reports.leaderboard import leaderboard_md
 from evoforge.stages.rounds.promotion import Promoted, promotion_candidates, spearman, summarize
-from evoforge.stages.sample import make_sampler
-from evoforge.stages.sinks.commit import Committer
+from tests.head_fakes import make_head
 
 
 def _node(i: int, pilot: float, full: float | None = None, **kw) -> Node:
@@ -55,30 +50,27 @@ def test_minimised_tasks_rank_the_other_way():
     assert summary.spearman == pytest.approx(spearman([1, 2, 3, 4], [1.0, 2.1, 3.2, 0.5]))
 
 
-def test_the_commit_folds_full_scores_in_and_moves_the_winner(tmp_path):
-    pool = Pool(maximize=True, level="pilot")
-    nodes = [_node(0, 0.95), _node(1, 0.90), _node(2, 0.85)]
-    for n in nodes:
-        pool.add(n)
-    committer = Committer(NodeStore(tmp_path / "n.duckdb"), RunPaths(tmp_path), pool,
-                          make_sampler(SearchConfig()), RunStats(), "t")
+def test_the_head_folds_full_scores_in_and_moves_the_winner(tmp_path):
+    rig = make_head(tmp_path, [_node(0, 0.95), _node(1, 0.90), _node(2, 0.85)], level="pilot")
+    pool = rig.state.pool
+    nodes = [pool.get(f"n{i}") for i in range(3)]
     v = pool.v
     results = [Promoted("n0", 0.95, 0.70, None, 2.0, 1.5), Promoted("n1", 0.90, 0.92, None, 2.0, 1.5),
                Promoted("n2", 0.85, None, "crashed at full", 1.0, 0.5)]
     promoted = [n.copy(score_full=r.full) for n, r in zip(nodes, results, strict=True)]
-    committer.rounds.record_promotion(summarize(1, results, promoted, True))
-    committer.flush()
+    rig.head.promotion(summarize(1, results, promoted, True))
+    stored = rig.recorded()
+    rig.close()
     assert [n.score_full for n in nodes] == [0.70, 0.92, None]
     assert all(n.promoted_round == 1 for n in nodes)
     assert nodes[2].artifacts["promotion_error"] == "crashed at full"
     assert pool.winner().id == "n1" and pool.best.id == "n0"  # selection still ranks by pilot
     assert pool.v == v + 1  # the winner at full changed
-    assert committer.stats.promotions == 3 and committer.stats.eval_cpu_s == pytest.approx(3.5)
+    assert rig.state.stats.promotions == 3 and rig.state.stats.eval_cpu_s == pytest.approx(3.5)
     assert (tmp_path / "best" / "program.py").read_text() == nodes[1].code
-    stored = {n.id: n for n in committer.store.all()}
     assert stored["n1"].score_full == 0.92 and stored["n1"].promoted_round == 1
-    board = leaderboard_md("t", pool, promotions=committer.rounds.promotions,
-                           history=committer.history.updates)
+    board = leaderboard_md("t", pool, promotions=rig.state.rounds.promotions,
+                           history=rig.state.history.updates)
     assert "ranked by the `pilot` score" in board
     assert "| 1 | `n0` | B1 | 0.95 | 0.7 |" in board
     assert "Winner so far: `n1`, full score 0.92 (pilot 0.9)" in board

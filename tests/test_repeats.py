@@ -9,11 +9,13 @@ import json
 
 from evoforge.flows.commands import status_text
 from evoforge.flows.session import open_session
+from evoforge.flows.snapshot import build_snapshot
 from evoforge.infra.config import RunConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, PRUNED, REJECTED, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.infra.runfiles import RunPaths
+from evoforge.stages.algorithms import asi_evolve
 from evoforge.stages.engineer import Engineer, engineer
 from evoforge.stages.evaluation.job import EvalReport, EvalRequest, InlineEvaluations, Release
 from evoforge.stages.pipeline.stage import Stage, StageResult
@@ -138,7 +140,7 @@ class SameProgram(Stage):
         self.n += 1
         node = new_candidate(item, ctx)
         start = "# EVOLVE-BLOCK-START\n"
-        node.code = TASK.initial_code.replace(start, f"{start}# try {self.n}\n")
+        node.code = TASK.initial_code.replace(start, f"{start}# try {self.n}\nVARIANT = 1\n")
         node.status, node.tokens_in = PROPOSED, 10
         return StageResult(node)
 
@@ -157,10 +159,10 @@ def test_a_run_of_repeats_evaluates_each_program_once_and_status_counts_the_repe
     assert len(evaluated) == 1 and len(repeats) == 5
     assert {n.repeat_of for n in repeats} == {evaluated[0].id}
     assert duplicate_evaluations(nodes) == 0
-    status = h.committer.write_snapshot({})
+    status = build_snapshot(h.state, h.hub, "t", {}, {}, {})["status"]
+    h.close()
     assert status["repeats"] == 5 and status["duplicates_rejected"] == 5
     assert status["evaluations"] == 2 and status["proposals"] == 6  # seed + one: repeats are free
-    assert json.loads(RunPaths(tmp_path).status.read_text())["repeats"] == 5
     text = status_text({**status, "task": "t", "max_evals": 4})
     assert "repeats       5  (of the duplicates: served from earlier evaluations, not evaluated)" in text
     run = candidate_run(repeats[0], "full")
@@ -192,7 +194,7 @@ def test_a_resumed_run_knows_the_programs_evaluated_before(tmp_path):
             Node(id="waiting", run_id="r", code=good + "\nx = 1\n", status=PROPOSED),
         ], {"run_id": "r", "task": TASK.name})
     cfg = RunConfig.model_validate({"tracking": {"mlflow": False}, "cognition": {"enabled": False}})
-    session = open_session(TASK, cfg, run_dir, OfflineBackend(), tmp_path / "ws")
+    session = open_session(TASK, cfg, run_dir, OfflineBackend(), tmp_path / "ws", asi_evolve.pipeline())
     try:
         memo, level = session.ctx.repeats, TASK.search_level
         assert memo.recorded(EvalKey.of(good + "\n# again\n", level, {})).node_id == "good"
@@ -201,7 +203,7 @@ def test_a_resumed_run_knows_the_programs_evaluated_before(tmp_path):
         assert memo.recorded(EvalKey.of(good + "\nx = 1\n", level, {})) is None  # never evaluated
         assert len(memo) == 3
     finally:
-        session.store.close()
+        session.hub.close()
 
 
 def test_a_seed_evaluated_again_on_a_rerun_replaces_its_recorded_failure():

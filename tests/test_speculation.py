@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evoforge.evaluators.cases import CaseResult
-from evoforge.infra.nodes import EVALUATED, ROLLED_BACK, SPECULATIVE, Node
+from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, ROLLED_BACK, SPECULATIVE, Node
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.population.speculation import Reference, Speculation, confirmed
 
@@ -144,80 +144,130 @@ def test_removing_a_rolled_back_best_restores_the_previous_best_and_bumps_v():
     assert pool.best is best and pool.v == v + 1 and node not in pool.nodes
 
 
-def _committer(tmp_path):
-    from evoforge.infra.config import SearchConfig
-    from evoforge.infra.nodestore import NodeStore
-    from evoforge.infra.runfiles import RunPaths
-    from evoforge.stages.population.history import PoolHistory
-    from evoforge.stages.population.stats import RunStats
-    from evoforge.stages.sample import make_sampler
-    from evoforge.stages.sinks.commit import Committer
+def _rig(tmp_path, policy: str = "full"):
+    from evoforge.infra.config import RunConfig
+    from tests.head_fakes import make_head
 
-    pool = Pool()
-    best = _best(0.5)
-    pool.add(best)
-    store = NodeStore(tmp_path / "nodes.duckdb")
-    committer = Committer(store, RunPaths(tmp_path), pool, make_sampler(SearchConfig()), RunStats(),
-                          "t", history=PoolHistory())
-    return committer, pool, best, store
+    rig = make_head(tmp_path, [_best(0.5)], RunConfig.model_validate({"staleness": {"policy": policy}}))
+    return rig, rig.state.pool, rig.state.pool.get("best")
 
 
-def _released_item(pool: Pool):
+def _released_item(pool: Pool, node_id: str = "spec", parent: Node | None = None):
     """An item under evaluation, and the speculative snapshot of its node the engineer releases."""
     from evoforge.stages.population.item import Item
 
-    node = Node(id="spec", run_id="r", code="s")
+    parent = parent or pool.best
+    node = Node(id=node_id, run_id="r", code=node_id, parent_id=parent.id)
     snapshot = node.copy(status=SPECULATIVE, score_partial=0.8, speculative_at=1.0)
-    return Item(v_i=pool.v, parent=pool.best, node=node), snapshot
+    return Item(v_i=pool.v, parent=parent, node=node), snapshot
 
 
-def _finished(item, score: float) -> None:
+def _finished(item, score: float | None, status=EVALUATED) -> None:
     """The engineer's final result for the item, applied as the engine does."""
-    item.apply(item.node.copy(status=EVALUATED, score_full=score, evaluated_at=2.0, speculative_at=1.0,
-                              score_partial=0.8), {})
+    item.apply(item.node.copy(status=status, score_full=score, evaluated_at=2.0, speculative_at=1.0,
+                              score_partial=0.8, eval_s=1.5))
 
 
-def test_commit_confirms_a_speculation_whose_full_score_holds(tmp_path):
-    committer, pool, best, store = _committer(tmp_path)
+def test_the_head_confirms_a_speculation_whose_full_score_holds(tmp_path):
+    rig, pool, best = _rig(tmp_path)
     item, snapshot = _released_item(pool)
-    assert committer.record_speculative(item, snapshot) is True
+    assert rig.head.released(item, snapshot) is True
     assert snapshot.status == SPECULATIVE and pool.best is snapshot
     _finished(item, 0.6)
-    assert committer.record_result(item) is None  # stays the best: no further version bump
-    assert store.get("spec") is None  # buffered until the group commit
-    committer.flush()
+    assert rig.head.finished(item) is None  # stays the best: no further version bump
+    stored = rig.recorded()
+    rig.close()
     assert pool.best is snapshot and snapshot.status == EVALUATED  # the member got the result
-    assert item.node is snapshot and store.get("spec").status == EVALUATED
-    assert committer.stats.confirmed == 1 and committer.history.updates[-1].kind == "speculative_best"
+    assert item.node is snapshot and stored["spec"].status == EVALUATED
+    assert rig.state.stats.confirmed == 1 and rig.state.history.updates[-1].kind == "speculative_best"
 
 
-def test_commit_rolls_back_a_speculation_the_full_evaluation_disagrees_with(tmp_path):
+def test_the_head_rolls_back_a_speculation_the_full_evaluation_disagrees_with(tmp_path):
     from evoforge.stages.population.item import Item
     from evoforge.stages.population.speculation import taint_derived
 
-    committer, pool, best, store = _committer(tmp_path)
+    rig, pool, best = _rig(tmp_path)
     item, snapshot = _released_item(pool)
-    committer.record_speculative(item, snapshot)
+    rig.head.released(item, snapshot)
     v_released = pool.v
     child = Item(v_i=pool.v, parent=snapshot)  # designed on the speculative node
     other = Item(v_i=pool.v, parent=best)
     _finished(item, 0.4)
-    assert committer.record_result(item) == "rollback"
-    committer.flush()
+    assert rig.head.finished(item) == "rollback"
+    stored = rig.recorded()
+    rig.close()
     assert item.node.status == ROLLED_BACK and item.node not in pool.nodes
     assert pool.best is best and pool.v == v_released + 1
-    assert store.get("spec").status == ROLLED_BACK and "rolled back" in store.get("spec").reflection
-    assert taint_derived([child, other, item], "spec", committer.lineage) == [child]
+    assert stored["spec"].status == ROLLED_BACK and "rolled back" in stored["spec"].reflection
+    assert taint_derived([child, other, item], "spec", rig.state.lineage) == [child]
     assert child.tainted_by == "spec" and other.tainted_by is None
-    stats = committer.stats
-    assert stats.rolled_back == 1 and stats.wasted_eval_s == item.node.eval_s
+    stats = rig.state.stats
+    assert stats.rolled_back == 1 and stats.wasted_eval_s == 1.5 == item.node.eval_s
 
 
 def test_a_release_that_arrives_after_the_full_result_is_void(tmp_path):
-    committer, pool, best, store = _committer(tmp_path)
+    rig, pool, best = _rig(tmp_path)
     item, snapshot = _released_item(pool)
     _finished(item, 0.45)
-    assert committer.record_speculative(item, snapshot) is False
+    assert rig.head.released(item, snapshot) is False
     assert item.node.status == EVALUATED and item.node.speculative_at is None
-    assert committer.record_result(item) is None  # an ordinary result, not a rollback
+    assert rig.head.finished(item) is None  # an ordinary result, not a rollback
+    rig.close()
     assert item.node.status == EVALUATED and item.node in pool.nodes and pool.best is best
+
+
+def test_a_released_node_whose_evaluation_crashes_ends_failed_not_rolled_back(tmp_path):
+    rig, pool, best = _rig(tmp_path)
+    item, snapshot = _released_item(pool)
+    rig.head.released(item, snapshot)
+    _finished(item, None, status=FAILED)
+    assert rig.head.evaluated(item) == "rollback"  # out of the pool at once; derived items marked
+    assert pool.get("spec") is None and pool.best is best
+    rig.head.finished(item)
+    stored = rig.recorded()
+    rig.close()
+    assert stored["spec"].status == FAILED and rig.state.stats.rolled_back == 0
+    assert rig.state.stats.failed == 1
+
+
+def test_release_crash_repair_release_leaves_one_pool_entry(tmp_path):
+    rig, pool, best = _rig(tmp_path)
+    item, snapshot = _released_item(pool)
+    rig.head.released(item, snapshot)
+    _finished(item, None, status=FAILED)
+    rig.head.evaluated(item)  # the crash: the release is withdrawn
+    item.apply(item.node.copy(status=PROPOSED, score_full=None, evaluated_at=None, speculative_at=None))
+    again = item.node.copy(status=SPECULATIVE, score_partial=0.85, speculative_at=3.0)
+    assert rig.head.released(item, again) is True  # the repaired code's prefix beats the best
+    assert rig.head.released(item, again.copy()) is False  # a second release of it is void
+    assert [n.id for n in pool.nodes].count("spec") == 1
+    _finished(item, 0.7)
+    assert rig.head.finished(item) is None and pool.best.id == "spec" and pool.best.status == EVALUATED
+    rig.close()
+    assert [n.id for n in pool.nodes].count("spec") == 1 and len(pool.nodes) == 2
+
+
+@pytest.mark.parametrize(("policy", "kept"), [("full", True), ("reflective", True), ("guarded", False)])
+def test_a_rollback_reranks_or_drops_the_descendants_in_the_pool_as_the_policy_says(tmp_path, policy, kept):
+    from evoforge.infra.nodes import STALE
+
+    rig, pool, best = _rig(tmp_path, policy)
+    item, snapshot = _released_item(pool)
+    rig.head.released(item, snapshot)
+    child_item, child_snapshot = _released_item(pool, "child", parent=snapshot)  # designed on the release
+    child_item.apply(child_item.node.copy(status=EVALUATED, score_full=0.9, evaluated_at=1.5))
+    rig.head.finished(child_item)  # fully evaluated: a pool member descending from the release
+    assert pool.get("child") is not None
+    _finished(item, 0.4)
+    assert rig.head.finished(item) == "rollback"
+    stored = rig.recorded()
+    rig.close()
+    child = stored["child"]
+    if kept:  # its own full evaluation stands: kept, re-ranked without the ancestor
+        assert pool.get("child") is not None and pool.best.id == "child" and child.status == EVALUATED
+        assert f"{policy}: kept in the pool, re-ranked (ancestor spec was rolled back)" in child.reflection
+        assert rig.state.stats.dropped_stale == 0
+    else:  # guarded: what was built on a rolled-back node leaves the pool
+        assert pool.get("child") is None and pool.best is best and child.status == STALE
+        assert "guarded: dropped from the pool (ancestor spec was rolled back)" in child.reflection
+        assert rig.state.stats.dropped_stale == 1 and rig.state.stats.evaluated_ok == 1  # the seed

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+
+import pytest
 
 from evoforge.flows.progress import tick
+from evoforge.infra.runfiles import RunPaths
 from evoforge.infra.timeline import Timeline, read_timeline, stage_gauges, timeline_row
+from evoforge.stages.sinks.base import Event, EventKind
+from evoforge.stages.sinks.hub import SinkHub
+from evoforge.stages.sinks.run_files import RunFiles
 
 STATUS = {"wall_s": 3.5, "evaluations": 4, "nodes_failed": 1, "best_score": 1.25, "candidates_per_min": 60.0,
           "tokens_in": 100, "tokens_out": 20, "research_workers": 3, "research_busy": 2, "research_queue": 0,
@@ -71,9 +76,16 @@ def test_a_torn_last_line_is_skipped(tmp_path):
     assert read_timeline(tmp_path / "missing.jsonl") == []
 
 
-def test_a_failed_write_is_one_warning_and_never_raises(tmp_path, caplog):
+def test_a_failed_timeline_write_is_counted_against_the_run_files_sink_and_the_run_goes_on(tmp_path):
     timeline = Timeline(tmp_path / "no-such-folder" / "timeline.jsonl", session=1.0)
-    with caplog.at_level(logging.WARNING, logger="evoforge.timeline"):
+    with pytest.raises(FileNotFoundError):  # it raises: the sink that writes it counts the failure
         timeline.append(STATUS, t=1.0)
-        timeline.append(STATUS, t=2.0)
-    assert len([r for r in caplog.records if "could not append" in r.getMessage()]) == 1
+    hub = SinkHub([RunFiles(RunPaths(tmp_path), timeline)])
+    hub.start()
+    snapshot = {"status": {**STATUS, "updated_at": 1.0}, "leaderboard_md": "# board\n", "leaderboard": []}
+    hub.emit(Event(EventKind.SNAPSHOT, payload=snapshot))
+    hub.emit(Event(EventKind.SNAPSHOT, payload=snapshot))
+    hub.close()
+    assert hub.failures()["files"]["failures"] >= 1
+    assert "FileNotFoundError" in hub.failures()["files"]["last_error"]
+    assert (tmp_path / "leaderboard.md").read_text() == "# board\n"  # what came before it is written

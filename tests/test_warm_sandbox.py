@@ -147,7 +147,7 @@ def test_status_says_whether_evaluations_are_warm(task: Task) -> None:
 
 
 def test_sandbox_warm_false_in_the_config_runs_every_evaluation_cold(task: Task) -> None:
-    from evoforge.flows.session import _limits
+    from evoforge.flows.session import sandbox_limits as _limits
     from evoforge.infra.config import RunConfig
 
     limits = _limits(task, RunConfig.model_validate({"sandbox": {"warm": False}}))

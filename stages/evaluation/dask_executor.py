@@ -66,7 +66,7 @@ def dask_task_runner(cfg: RunConfig) -> TaskRunner:
         return runner(address=cfg.engine.dask_address)
     env = {**dict.fromkeys(secret_env_names(cfg), ""), DASK_LOG_ENV: os.environ.get(DASK_LOG_ENV, "warning")}
     return runner(cluster_class="distributed.LocalCluster", cluster_kwargs={
-        "n_workers": cfg.engine.workers.engineer, "threads_per_worker": 1, "processes": True, "env": env})
+        "n_workers": cfg.engine.workers["engineer"], "threads_per_worker": 1, "processes": True, "env": env})
 
 
 def check_scheduler(address: str) -> int:
@@ -102,7 +102,7 @@ async def dask_environment(cfg: RunConfig, log_path: Path | None = None) -> Asyn
         raise DaskSetupError(
             f"Dask workers behind {address} cannot reach Prefect's temporary local server: start "
             "`prefect server start --host 0.0.0.0` and set PREFECT_API_URL=http://THIS_HOST:4200/api")
-    where = f"a local cluster of {cfg.engine.workers.engineer} worker processes"
+    where = f"a local cluster of {cfg.engine.workers['engineer']} worker processes"
     if address is not None:
         workers = await asyncio.to_thread(check_scheduler, address)
         where = f"the scheduler at {address} ({workers} worker{'' if workers == 1 else 's'} now)"

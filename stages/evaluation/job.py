@@ -138,6 +138,10 @@ class EvaluationRunner(ABC):
         """Kill every job still running (the run is stopping); cancellation does the rest."""
         return None
 
+    def resize(self, slots: int) -> None:
+        """Evaluate at most `slots` at a time from now on (a runner without slots: nothing to do)."""
+        return None
+
 
 class InlineEvaluations(EvaluationRunner):
     """Jobs run on the caller's event loop: cancelling the caller kills the sandbox."""

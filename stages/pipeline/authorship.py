@@ -10,6 +10,7 @@ from evoforge.infra.llm.types import Completion
 from evoforge.infra.llm_sim.answers import PREFACE as SIMULATED_PREFACE
 
 OFFLINE, SIMULATED, LLM = "offline", "simulated", "llm"
+LESSONS_BY = "lessons_by"  # node.artifacts key: who wrote the node's lessons (only an LLM's are shared)
 
 
 def answer_kind(completion: Completion) -> str:

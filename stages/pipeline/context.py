@@ -16,6 +16,7 @@ from evoforge.evaluators.task import Task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.nodes import Node
+from evoforge.infra.runfiles import RunPaths
 from evoforge.stages.evaluation.job import EvaluationRunner, InlineEvaluations
 from evoforge.stages.population.case_order import CaseOrder
 from evoforge.stages.population.history import PoolHistory
@@ -28,7 +29,7 @@ from evoforge.stages.sample import ParentSampler
 
 @dataclass
 class StageContext:
-    """Read-only for stages; only the commit coroutine changes the pool."""
+    """Read-only for stages; only the head changes the pool."""
 
     run_id: str
     task: Task
@@ -41,11 +42,13 @@ class StageContext:
     scratch: Path
     history: PoolHistory = field(default_factory=PoolHistory)
     case_order: CaseOrder | None = None  # validation order of a case-based task
-    cognition: CognitionBase | None = None  # the cognition base, for reading (the commit writes)
+    cognition: CognitionBase | None = None  # the workspace's cognition base, for reading (a sink writes)
+    run_cognition: CognitionBase | None = None  # the run's own base: lessons no LLM wrote stay here
     evaluations: EvaluationRunner = field(default_factory=InlineEvaluations)
     optuna_url: str | None = None  # the run's Optuna storage (param search studies)
-    plan: Plan | None = None  # the plan agent's current branches (replaced by the commit)
+    plan: Plan | None = None  # the plan agent's current branches (replaced by the plan job)
     shares: BranchShares = field(default_factory=lambda: BranchShares())  # research per branch
-    # hands (item, speculative snapshot of its node) to the commit; safe to call from any thread
+    # hands (item, speculative snapshot of its node) to the head, on the flow's event loop
     release: Callable[[Any, Node], None] | None = None
     repeats: RepeatMemo = field(default_factory=RepeatMemo)  # results by program: none evaluated twice
+    paths: RunPaths | None = None  # the run folder (for the sinks a stage brings)

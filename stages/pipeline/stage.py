@@ -1,38 +1,40 @@
 """The stage contract: what a stage plug-in declares, and what it hands back to the engine.
 
-A stage is one module holding one `Stage` subclass: its name, its worker bounds, an async
-`run(item, ctx) -> StageResult`, and where its results go. The engine (flows/engine.py) gives
-each stage a `StagePool` (bounded queue, worker cap, meters) and knows nothing else about it. A
-stage never changes shared state: it works on a private copy of the item's node
-(`item.node.copy()`) and returns it; only the commit coroutine applies results to the pool,
-the sampler, the database, the run files and MLflow. A new stage is a new file::
+A stage is one module holding one `Stage` subclass: its name, where it sits in the pipeline, how
+many workers it runs, an async `run(item, ctx) -> StageResult`, and optionally data of its own
+on each node (a `NodeData` dataclass) and sinks that record it. The engine (flows/engine.py)
+gives each stage a `StagePool` (queue, workers, meters) and knows nothing else about it. A stage
+never changes shared state: it works on a private copy of the item's node (`item.node.copy()`)
+and returns it; only the head applies results to the run. A new stage is a new file (README,
+"Writing a stage"), loaded with `--plugin FILE` (or `engine.plugins`), placed behind the stage
+it names in `after`:
 
-    class Analyze(Stage):
-        name, after = "analyze", "engineer"          # runs on what the engineer hands on
-        task_run_name = "analyze-{label}"            # one Prefect task run per item
+    class Tally(Stage):
+        name, after = "tally", "engineer"            # runs on what the engineer hands on
 
         async def run(self, item, ctx):
-            node = item.node.copy(analysis="...")
-            return StageResult(node)                 # then on where the engineer's output went
-
-and a line in the run's stage list (`stages/pipeline/registry.py`), or `extra_stages=` of the engine.
+            node = item.node.copy()
+            TallyData.of(node).seen += 1             # its own data, stored with the node
+            return StageResult(node)                 # on to the stage after it
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 from evoforge.infra.config import RunConfig
+from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import Node
 
 if TYPE_CHECKING:
     from evoforge.stages.pipeline.context import StageContext
-    from evoforge.stages.population.item import Item
+    from evoforge.stages.population.item import Item, ItemUpdate
+    from evoforge.stages.sinks.base import Sink
 
-COMMIT = "commit"  # the destination that ends an item's trip: the single writer applies it
+COMMIT = "commit"  # the destination that ends an item's trip: the head applies it
 
 
 @dataclass(frozen=True)
@@ -60,14 +62,14 @@ class StageResult:
     """What one stage run produced for one item.
 
     `node` is the stage's own copy of the candidate with what the stage filled in; `to` sends
-    the item somewhere other than the stage's `next` (another stage, or `COMMIT`); `updates` are
+    the item somewhere other than the next stage (another stage, or `COMMIT`); `updates` are the
     item fields the stage changed (e.g. reflection re-basing the item onto a new parent). A stage
     that ends an item's trip early (a failed LLM answer) says `to=COMMIT`.
     """
 
     node: Node
     to: str | None = None
-    updates: Mapping[str, Any] = field(default_factory=dict)
+    updates: ItemUpdate | None = None
 
 
 @dataclass(frozen=True)
@@ -83,26 +85,36 @@ class Admission:
 
 
 class Stage(ABC):
-    """One stage plug-in. Subclasses set `name` (and usually `then` or `after`) and implement `run`.
+    """One stage plug-in. Subclasses set `name` and implement `run`.
 
-    `after` places the stage in the graph: items another stage hands on to `after` reach this
-    stage instead, and this stage hands them on to where `after`'s output went (so a stage can
-    be spliced in without editing the others). `checkpoint` asks the commit to persist an item
-    leaving this stage before it goes on (so that a restart re-queues it). `task_run_name`
-    makes each run a Prefect task run (None: the stage runs inline in the flow). `evaluates`
-    marks the stage the scheduling policy feeds: the stages before it are the design stages.
+    Where it sits: the algorithm lists the main line in order (stages/algorithms/); a plug-in
+    names the stage it follows (`after`); a side stage, reached only when another stage sends an
+    item to it, hands its results to `then`. `checkpoint` asks the head to persist an item leaving
+    this stage (a restart sends it on from there). `task_run_name` makes each run a Prefect task
+    run when `engine.task_runs: stages` (default: only evaluations are). `evaluates` marks the
+    stage the scheduling policy feeds and whose workers are the run's evaluation slots.
+    `runs_on_seed`: the task's initial program goes through this stage before the search starts.
+
+    Workers: `engine.workers.<name>` when the config names the stage, else the count of the stage
+    it follows for sizing (`workers_like`), else `default_workers`; adaptive control may move it
+    up to `adaptive.max_workers.<name>` (or the like stage's, or `max_workers`).
     """
 
     name: ClassVar[str]
-    then: ClassVar[str] = COMMIT  # where results go by default
-    after: ClassVar[str | None] = None  # splice this stage in behind another one
+    then: ClassVar[str] = COMMIT  # side stages: where results go by default
+    after: ClassVar[str | None] = None  # plug-ins: the stage this one follows
     checkpoint: ClassVar[bool] = False
     task_run_name: ClassVar[str | None] = None  # e.g. "research-{label}"
     evaluates: ClassVar[bool] = False  # runs the evaluations (the stages before it design)
+    runs_on_seed: ClassVar[bool] = False  # the initial program passes through it first
+    data: ClassVar[type[NodeData] | None] = None  # what it keeps on each node (listed by `evoforge stages`)
+    default_workers: ClassVar[int] = 1
+    workers_like: ClassVar[str | None] = None  # size it like this stage unless configured
+    max_workers: ClassVar[int] = 1  # adaptive control's ceiling unless configured
 
     def workers(self, cfg: RunConfig) -> WorkerBounds:
-        """Worker bounds for this run; one worker by default."""
-        return WorkerBounds(1, 1, 1)
+        """Worker bounds for this run (see the class docstring)."""
+        return WorkerBounds.configured(worker_count(self, cfg), cfg, worker_ceiling(self, cfg))
 
     def enabled(self, cfg: RunConfig) -> bool:
         """Whether this run uses the stage at all (e.g. reflect only under the reflective policy)."""
@@ -117,9 +129,33 @@ class Stage(ABC):
         """The entry policy, checked when a worker takes the item off the queue; default: admit."""
         return Admission()
 
+    def sinks(self, ctx: StageContext) -> Sequence[Sink]:
+        """Sinks this stage brings to record what it hands on (`Item.owned`, its node data)."""
+        return ()
+
     @abstractmethod
     async def run(self, item: Item, ctx: StageContext) -> StageResult:
         """Do the stage's work on `item` and say what came of it."""
 
     def __repr__(self) -> str:
         return f"<stage {self.name}>"
+
+
+def worker_count(stage: Stage, cfg: RunConfig) -> int:
+    """The stage's configured worker count (its own, the like stage's, or its default)."""
+    workers = cfg.engine.workers
+    if stage.name in workers:
+        return workers[stage.name]
+    if stage.workers_like is not None and stage.workers_like in workers:
+        return workers[stage.workers_like]
+    return stage.default_workers
+
+
+def worker_ceiling(stage: Stage, cfg: RunConfig) -> int:
+    """The most workers adaptive control may give the stage."""
+    most = cfg.adaptive.max_workers
+    if stage.name in most:
+        return most[stage.name]
+    if stage.workers_like is not None and stage.workers_like in most:
+        return most[stage.workers_like]
+    return stage.max_workers

@@ -6,8 +6,7 @@ the engine applies (`apply`). The item's status is its node's: one vocabulary (`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from evoforge.infra.nodes import Node, Status
@@ -16,12 +15,11 @@ if TYPE_CHECKING:
     from evoforge.cognition.knowledge import Knowledge
     from evoforge.infra.llm_traces import LLMCall
     from evoforge.stages.sample.inspirations import Inspiration
-    from evoforge.stages.tuning.param_study import StudyResult
 
 
 @dataclass
 class Item:
-    """A candidate on its way through sample → learn → research → engineer → analyze → commit."""
+    """A candidate on its way through the pipeline (sample -> learn -> research -> engineer -> ...)."""
 
     # sample
     v_i: int  # pool version the item was designed against
@@ -35,13 +33,13 @@ class Item:
     node: Node | None = None  # the candidate being built (its id is fixed once research starts)
     prompt: list[dict[str, str]] = field(default_factory=list)
     answer: str = ""
-    # param_search
-    study: StudyResult | None = None  # the Optuna study of its knobs (written to param_trials/)
-    # every stage that asks the LLM (the engine collects the calls; the commit traces them in MLflow)
+    # every stage that asks the LLM (the engine collects the calls; the MLflow sink traces them)
     llm_calls: list[LLMCall] = field(default_factory=list)
-    # staleness and speculation (the head sets tainted_by when an ancestor is rolled back)
+    # staleness and speculation (the engine sets tainted_by when an ancestor is rolled back)
     tainted_by: str | None = None  # a rolled-back speculative node this item was derived from
     reflected: bool = False
+    # what a stage hands on to its own sink with the item's events (param search: its Optuna study)
+    owned: dict[str, Any] = field(default_factory=dict)
 
     @property
     def status(self) -> Status | None:
@@ -57,15 +55,51 @@ class Item:
         """How many pool versions have passed since the item was designed."""
         return v - self.v_i
 
-    def apply(self, node: Node | None, updates: Mapping[str, Any]) -> None:
+    def apply(self, node: Node | None, update: ItemUpdate | None = None) -> None:
         """Take a stage's result: its copy of the node and the item fields it changed."""
-        for name, value in updates.items():
-            if name not in _STAGE_FIELDS:
-                raise ValueError(f"a stage may not set item field '{name}'")
-            setattr(self, name, value)
+        if update is not None:
+            for f in fields(update):
+                value = getattr(update, f.name)
+                if value is KEEP:
+                    continue
+                if f.name == "owned":
+                    self.owned = {**self.owned, **value}
+                else:
+                    setattr(self, f.name, value)
         if node is not None:
             self.node = node
 
 
-_STAGE_FIELDS = frozenset({"v_i", "parent", "branch", "inspirations", "answer_format", "knowledge", "prompt",
-                           "answer", "study", "llm_calls", "tainted_by", "reflected"})
+class _Keep:
+    """The value of an `ItemUpdate` field the stage leaves as it is."""
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+
+KEEP: Any = _Keep()
+
+
+@dataclass(frozen=True)
+class ItemUpdate:
+    """The item fields a stage changed (every other field: `KEEP`); `owned` is merged into the
+    item's, by stage name.
+
+    >>> item = Item(v_i=0, parent=Node(id="p", run_id="r", code=""))
+    >>> item.apply(None, ItemUpdate(answer="x", owned={"mine": 1}))
+    >>> item.answer, item.owned, item.prompt
+    ('x', {'mine': 1}, [])
+    """
+
+    v_i: int = KEEP
+    parent: Node = KEEP
+    inspirations: list[Inspiration] = KEEP
+    answer_format: str = KEEP
+    branch: str | None = KEEP
+    knowledge: list[Knowledge] = KEEP
+    prompt: list[dict[str, str]] = KEEP
+    answer: str = KEEP
+    llm_calls: list[LLMCall] = KEEP
+    tainted_by: str | None = KEEP
+    reflected: bool = KEEP
+    owned: dict[str, Any] = KEEP

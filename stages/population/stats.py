@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evoforge.infra.nodes import Node, Status
+from evoforge.stages.tuning.param_study import TuningData
 
 
 @dataclass
@@ -47,7 +48,7 @@ class RunStats:
         self.llm_s += node.llm_s
         self.eval_s += node.eval_s
         self.eval_cpu_s += node.eval_cpu_s
-        self.trials += node.trials_run
+        self.trials += TuningData.peek(node).trials_run
         self.evaluations += node.was_evaluated
         self.reflected += "reflection:" in node.reflection
         if "reflection: patched" in node.reflection:
@@ -80,8 +81,17 @@ class RunStats:
                 self.wasted_llm_s += node.llm_s
                 self.wasted_eval_s += node.eval_s
 
+    def recount_dropped(self, node: Node) -> None:
+        """An accepted node left the pool as stale (a rollback upstream, under `guarded`): it
+        counts as dropped from now on, as a rebuild from the database would count it."""
+        self.evaluated_ok -= 1
+        self.dropped_stale += 1
+        self.wasted_llm_s += node.llm_s
+
     @classmethod
-    def rebuild(cls, nodes: list[Node]) -> RunStats:
+    def rebuild(cls, nodes: list[Node], held_out_cost: tuple[float, float] = (0.0, 0.0)) -> RunStats:
+        """The counters of a resumed run, from its nodes and the (seconds, CPU seconds) of its
+        held-out evaluations."""
         stats = cls()
         for node in nodes:
             if node.status.terminal:
@@ -89,4 +99,6 @@ class RunStats:
                 stats.promotions += node.promoted_round is not None
                 stats.speculative_released += node.speculative_at is not None
                 stats.confirmed += node.speculative_at is not None and node.status == Status.EVALUATED
+        stats.eval_s += held_out_cost[0]
+        stats.eval_cpu_s += held_out_cost[1]
         return stats

@@ -14,6 +14,7 @@ from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.nodestore import FinalScore
 from evoforge.stages.rounds.branches import Plan
 from evoforge.stages.rounds.promotion import PromotionSummary, spearman
+from evoforge.stages.tuning.param_study import TuningData
 
 
 def _fmt(value: float | None) -> str:
@@ -36,7 +37,7 @@ def final_section(finals: Sequence[FinalScore], nodes: dict[str, Node]) -> list[
     return lines + [""]
 
 
-def stages_section(nodes: Sequence[Node], promotions: Sequence[PromotionSummary],
+def levels_section(nodes: Sequence[Node], promotions: Sequence[PromotionSummary],
                    maximize: bool) -> list[str]:
     """Pilot vs full over every promoted candidate, and the promotions' verdicts."""
     both = [n for n in nodes if n.score_pilot is not None and n.score_full is not None]
@@ -51,7 +52,8 @@ def stages_section(nodes: Sequence[Node], promotions: Sequence[PromotionSummary]
 
 def optuna_section(nodes: Sequence[Node], level: str, maximize: bool) -> list[str]:
     """How much the numbers were worth: best trial vs the structure's declared defaults."""
-    tuned = [n for n in nodes if n.status == EVALUATED and n.trials_run and n.score_default is not None
+    tuned = [n for n in nodes if n.status == EVALUATED and TuningData.peek(n).trials_run
+             and n.score_default is not None
              and n.score(level) is not None]
     lines = ["## Optuna vs the declared defaults", ""]
     if not tuned:
@@ -59,8 +61,9 @@ def optuna_section(nodes: Sequence[Node], level: str, maximize: bool) -> list[st
     sign = 1.0 if maximize else -1.0
     gains = [sign * (n.score(level) - n.score_default) for n in tuned]  # type: ignore[operator]
     improved = sum(g > 0 for g in gains)
-    saturated = sum(n.saturation.get("improved") == 0.0 for n in tuned)
-    lines += [f"{len(tuned)} structures tuned ({sum(n.trials_run for n in tuned)} trials at the "
+    saturated = sum(TuningData.peek(n).saturation.get("improved") == 0.0 for n in tuned)
+    trials = sum(TuningData.peek(n).trials_run for n in tuned)
+    lines += [f"{len(tuned)} structures tuned ({trials} trials at the "
               f"`{level}` level): the best trial beat the defaults on {improved}, by "
               f"{statistics.mean(gains):+.4g} on average (median {statistics.median(gains):+.4g}). "
               f"Saturated (the second half of the trials did not improve on the first): {saturated}.", ""]

@@ -16,6 +16,7 @@ from evoforge.stages.population.history import PoolUpdate
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.rounds.branches import Plan
 from evoforge.stages.rounds.promotion import PromotionSummary
+from evoforge.stages.tuning.param_study import TuningData
 
 
 def score_text(node: Node) -> str:
@@ -54,7 +55,8 @@ def _staged_rows(nodes: Sequence[Node]) -> list[str]:
             "|---|---|---|---|---|---|---|---|---|"]
     for rank, n in enumerate(nodes, 1):
         rows.append(f"| {rank} | `{n.id}` | {n.branch or '-'} | {_fmt(n.score_pilot)} | "
-                    f"{_fmt(n.score_full)} | {_knobs(n)} | {n.trials_run} | `{n.parent_id or '-'}` | "
+                    f"{_fmt(n.score_full)} | {_knobs(n)} | {TuningData.peek(n).trials_run} | "
+                    f"`{n.parent_id or '-'}` | "
                     f"{_motivation(n)} |")
     return rows
 

@@ -10,14 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evoforge.infra.nodes import Node
-from evoforge.infra.nodestore import NodeStore
+from evoforge.infra.nodestore import FinalScore, NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.stages.reports.figures import Figure, report_figures
-from evoforge.stages.reports.gated_report import final_section, optuna_section, plan_section, stages_section
+from evoforge.stages.reports.gated_report import final_section, levels_section, optuna_section, plan_section
 from evoforge.stages.reports.origins import report_md
 from evoforge.stages.rounds.branches import Plan
 from evoforge.stages.rounds.promotion import PromotionSummary
 from evoforge.stages.rounds.records import PLANS_META, PROMOTIONS_META, plan_from_dict, summary_from_dict
+from evoforge.stages.tuning.param_study import TuningData
 
 
 @dataclass(frozen=True)
@@ -36,18 +37,31 @@ def rounds_of(store: NodeStore) -> tuple[list[Plan], list[PromotionSummary]]:
             [summary_from_dict(p) for p in store.get_meta(PROMOTIONS_META, [])])
 
 
-def write_report(paths: RunPaths, store: NodeStore, facts: RunFacts, best_id: str | None,
-                 plans: Sequence[Plan] = (), promotions: Sequence[PromotionSummary] = ()
+def held_out(store: NodeStore) -> list[FinalScore]:
+    """The final report's held-out scores (for report.md only)."""
+    return store.final_scores()
+
+
+def held_out_cost(store: NodeStore) -> tuple[float, float]:
+    """(seconds, CPU seconds) the held-out evaluations took: the run's cost, never its scores."""
+    rows = store.final_scores()
+    return sum(r.seconds for r in rows), sum(r.cpu_s for r in rows)
+
+
+def write_report(paths: RunPaths, nodes: Sequence[Node], finals: Sequence[FinalScore], facts: RunFacts,
+                 best_id: str | None, plans: Sequence[Plan] = (), promotions: Sequence[PromotionSummary] = ()
                  ) -> tuple[str, list[Figure]]:
-    """Write report.md and its plots; returns the text and the figures drawn."""
-    nodes: list[Node] = store.all()
+    """Write report.md and its plots from the run's nodes and held-out final scores (the end of
+    a run has them in memory; `evoforge report` reads them from the node database); returns the
+    text and the figures drawn."""
+    nodes = list(nodes)
     sections: list[str] = []
     if facts.gated:
-        sections = [*final_section(store.final_scores(), {n.id: n for n in nodes}),
-                    *stages_section(nodes, promotions, facts.maximize),
+        sections = [*final_section(list(finals), {n.id: n for n in nodes}),
+                    *levels_section(nodes, promotions, facts.maximize),
                     *optuna_section(nodes, facts.search_level, facts.maximize),
                     *plan_section(plans)]
-    elif any(n.trials_run for n in nodes):
+    elif any(TuningData.peek(n).trials_run for n in nodes):
         sections = optuna_section(nodes, facts.search_level, facts.maximize)
     figures, drawn = report_figures(paths, nodes, facts.search_level, facts.maximize, best_id=best_id)
     text = report_md(facts.task, nodes, facts.maximize, level=facts.search_level, sections=sections)

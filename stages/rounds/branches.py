@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from statistics import mean
 
 from evoforge.infra.nodes import FAILED, Node
+from evoforge.stages.tuning.param_study import TuningData
 
 GENERIC_HYPOTHESES = (
     "improve the model family",
@@ -134,7 +135,7 @@ def _health(branch: Branch, nodes: list[Node], round_of: Callable[[Node], int], 
     else:
         last_gain = branch.born_round
     stall = max(0, current_round - last_gain)
-    sat = [n.saturation for n in done if n.saturation]
+    sat = [s for s in (TuningData.peek(n).saturation for n in done) if s]
     spreads = [s["spread"] for s in sat if "spread" in s]
     flat = [s["improved"] == 0 for s in sat if "improved" in s]
     reason = _kill_reason(branch.kill, len(done), stall, invalid)

@@ -1,6 +1,7 @@
 """The plan agent as a round job: every `plan.every` rounds it reads the leaderboard and the
-health of each branch and keeps, refreshes or replaces each slot (levels/rounds/plan_agent.py); the commit
-applies the new plan version (research_plan.md, a pool version bump, MLflow)."""
+health of each branch and keeps, refreshes or replaces each slot (stages/rounds/plan_agent.py); the
+head applies the new plan version (a pool version bump; the sinks write research_plan.md, the
+run metadata and MLflow)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from evoforge.infra.nodes import Node
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.rounds.branches import KillCriteria, Plan, branch_health, initial_plan, plan_md
 from evoforge.stages.rounds.plan_agent import build_leaderboard, replan
-from evoforge.stages.rounds.schedule import RoundJob, RoundsHost
-from evoforge.stages.sinks.commit import Committer
+from evoforge.stages.rounds.schedule import RoundJob, RunHead
 
 log = logging.getLogger("evoforge.plan")
 
@@ -36,25 +36,24 @@ def rounds_of(nodes: list[Node], size: int) -> dict[str, int]:
     return {n.id: i // size for i, n in enumerate(finished)}
 
 
-def start_plan(ctx: StageContext, committer: Committer, seeds: list[str]) -> Plan:
-    """The first plan of a run (version 1, round 0), applied directly: nothing runs yet."""
+def start_plan(ctx: StageContext, head: RunHead, seeds: list[str]) -> Plan:
+    """The first plan of a run (version 1, round 0), applied before anything runs."""
     plan = initial_plan(ctx.task.description, ctx.config.plan.slots, kill_criteria(ctx), seeds)
     health = branch_health(plan, [], lambda n: 0, 0, ctx.task.search_level,
                            ctx.task.direction == "maximize")
-    committer.rounds.record_plan(plan, plan_md(plan, health, [plan]))
+    head.plan(plan, plan_md(plan, health, [plan]))
     ctx.plan = plan
     return plan
 
 
-def plan_job(engine: RoundsHost, ctx: StageContext, committer: Committer, size: int,
-             fresh: list[str]) -> RoundJob:
+def plan_job(ctx: StageContext, head: RunHead, size: int, fresh: list[str]) -> RoundJob:
     """The plan agent, every `plan.every` rounds."""
 
     async def run(round_no: int) -> None:
-        nodes: list[Node] = await engine.in_commit(committer.nodes_now)
+        nodes: list[Node] = head.state.all_nodes()
         rounds = rounds_of(nodes, size)
         level, maximize = ctx.task.search_level, ctx.task.direction == "maximize"
-        current = committer.rounds.plan
+        current = head.state.rounds.plan
         assert current is not None
         llm = None if ctx.llm.name == "offline" else ctx.llm
         with recording("plan") as calls:  # the plan agent's LLM call, traced on the parent run
@@ -64,21 +63,14 @@ def plan_job(engine: RoundsHost, ctx: StageContext, committer: Committer, size: 
                 leaderboard_rows=build_leaderboard(nodes, level, maximize, limit=15),
                 temperature=ctx.config.llm.temperature, max_tokens=ctx.config.llm.max_tokens,
                 fresh_hypotheses=fresh)
-        text = plan_md(plan, health, [*committer.rounds.plans, plan])
+        text = plan_md(plan, health, [*head.state.rounds.plans, plan])
         retired = [b.id for b, _ in plan.retired if b.id not in {x.id for x, _ in current.retired}]
         log.info("plan v%d at round %d by %s: %s; retired %s", plan.version, round_no, plan.author,
                  ", ".join(f"{d.slot}:{d.action}" for d in plan.decisions), retired or "none")
 
-        def apply() -> None:
-            committer.rounds.record_plan(plan, text)
-            if completion is not None:
-                committer.stats.llm_s += completion.seconds
-                committer.stats.tokens_in += completion.tokens_in
-                committer.stats.tokens_out += completion.tokens_out
-            if committer.tracker is not None and calls.calls:
-                committer.tracker.log_parent_traces(calls.calls, {"plan_version": str(plan.version)})
-            ctx.plan = plan
-
-        await engine.in_commit(apply)
+        cost = (0.0, 0, 0) if completion is None else (completion.seconds, completion.tokens_in,
+                                                        completion.tokens_out)
+        head.plan(plan, text, calls.calls, cost)  # the plan agent's LLM calls: traces on the parent run
+        ctx.plan = plan
 
     return RoundJob("plan", ctx.config.plan.every, run)

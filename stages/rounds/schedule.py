@@ -1,6 +1,6 @@
 """Rounds: every `rounds.size` finished candidates is one round; every K rounds the round jobs
 run beside the pipeline — the plan agent (`plan.every`) and the promotion subflow
-(`promotion.every`) — and their decisions reach the run through the commit coroutine.
+(`promotion.every`) — and their decisions reach the run through the head (`RunHead`).
 
 A round job is a background task of the engine, so an exception in it takes the run down
 through the engine's one fatal path, like any other background task.
@@ -9,21 +9,33 @@ through the engine's one fatal path, like any other background task.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from evoforge.stages.population.stats import RunStats
+from evoforge.stages.rounds.branches import Plan
+from evoforge.stages.rounds.promotion import PromotionSummary
 
 log = logging.getLogger("evoforge.rounds")
 
 
-class RoundsHost(Protocol):
-    """What the round jobs need of the engine running them."""
+class RunHead(Protocol):
+    """What the round jobs need of the run's head (flows/head.py): its state to read, and the
+    calls that apply their decisions."""
 
-    committer: Any
+    state: Any  # flows/run_state.py's RunState: stats, nodes, rounds
+
+    def plan(self, plan: Plan, text: str, calls: Sequence[Any] = (),
+             cost: tuple[float, int, int] = (0.0, 0, 0)) -> None: ...
+
+    def promotion(self, summary: PromotionSummary) -> None: ...
+
+
+class Waiter(Protocol):
+    """The engine, as a round job waits on it."""
 
     async def wait_until(self, predicate: Callable[[], bool]) -> bool: ...
-
-    async def in_commit(self, apply: Callable[[], Any]) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -40,13 +52,13 @@ def round_size(configured: int | None, slots: int) -> int:
     return configured or slots
 
 
-async def run_rounds(engine: RoundsHost, jobs: list[RoundJob], size: int) -> None:
+async def run_rounds(engine: Waiter, stats: RunStats, jobs: list[RoundJob], size: int) -> None:
     """Run each job whenever its round comes, until the run stops. Rounds already passed in an
     earlier session of the run are not run again."""
-    stats = engine.committer.stats
     passed = stats.proposals // size
     log.info("rounds of %d candidates; %d passed before; jobs: %s", size, passed,
              ", ".join(f"{j.name} every {j.every}" for j in jobs))
+
     def round_passed() -> bool:
         return stats.proposals >= (passed + 1) * size
 

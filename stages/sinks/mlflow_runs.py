@@ -6,7 +6,7 @@ from __future__ import annotations
 from evoforge.infra.nodes import EVALUATED, SELECTION_LEVELS, Node
 from evoforge.infra.tracking import ChildRun
 from evoforge.stages.rounds.promotion import Promoted
-from evoforge.stages.tuning.param_study import StudyResult
+from evoforge.stages.tuning.param_study import StudyResult, TuningData
 
 CANDIDATE, TRIAL, PROMOTION = "candidate", "trial", "promotion"  # the `kind` tag of a run
 
@@ -36,9 +36,10 @@ def candidate_run(node: Node, level: str, trials: str | None = None) -> ChildRun
               **{f"knob.{k}": v for k, v in node.params.items()}}
     if node.score_default is not None:
         metrics[f"score_{level}_defaults"] = node.score_default
-    if node.trials_run:
-        metrics["trials"] = node.trials_run
-        metrics.update({f"saturation_{k}": v for k, v in node.saturation.items() if v is not None})
+    tuning = TuningData.peek(node)
+    if tuning.trials_run:
+        metrics["trials"] = tuning.trials_run
+        metrics.update({f"saturation_{k}": v for k, v in tuning.saturation.items() if v is not None})
     if node.hardcoded:
         params["hardcoded"] = "; ".join(node.hardcoded)
     texts = {"program.py": node.code, "diff.txt": node.diff,  # .txt: MLflow's UI previews it, not .patch

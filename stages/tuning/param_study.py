@@ -27,7 +27,7 @@ import statistics
 import time
 import traceback
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -38,6 +38,7 @@ from optuna.storages import RDBStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState, create_trial
 
+from evoforge.infra.node_data import NodeData
 from evoforge.stages.tuning.param_space import ParamSpace
 
 log = logging.getLogger("evoforge.param_search")
@@ -96,6 +97,14 @@ class TrialRecord:
     seconds: float
     cpu_s: float | None
     source: str
+
+
+@dataclass
+class TuningData(NodeData, owner="param_search"):
+    """What param search keeps on a node: the trials its study ran and how saturated it looked."""
+
+    trials_run: int = 0  # Optuna trials evaluated for this structure (beyond its defaults)
+    saturation: dict[str, float] = field(default_factory=dict)  # first/second-half best, spread
 
 
 @dataclass(frozen=True)
@@ -279,6 +288,16 @@ def stored_default(storage_url: str, study_name: str) -> TrialOutcome | None:
             return TrialOutcome(value, attrs.get("error"), float(attrs.get("seconds") or 0.0),
                                 attrs.get("cpu_s"))
     return None
+
+
+def stored_result(storage_url: str, study_name: str, space: ParamSpace, direction: str) -> StudyResult | None:
+    """The study as stored (None when there is none): what a resumed run writes to a trials file
+    a killed session left unwritten."""
+    storage = _storage(storage_url)
+    if _stored_trials(storage, study_name) == 0:
+        return None
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    return _result(study, space, direction, earlier=set(), ran_now=0)
 
 
 def _stored_trials(storage: RDBStorage, study_name: str) -> int:

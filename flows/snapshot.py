@@ -1,0 +1,39 @@
+"""The run's periodic snapshot: status.json's numbers and the leaderboards, built on the flow's
+event loop from the in-memory state (a few milliseconds every `engine.progress_interval_s`) and
+handed to the sinks to write; the live display and the Prefect progress read the same numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from evoforge.flows.run_state import RunState
+from evoforge.stages.reports.leaderboard import leaderboard_md, leaderboard_rows
+from evoforge.stages.reports.status import status_dict
+from evoforge.stages.sinks.hub import SinkHub
+
+LEADERBOARD_ROWS = 100  # leaderboard.json
+
+
+def build_snapshot(state: RunState, hub: SinkHub, task_name: str, facts: dict[str, Any],
+                   gauges: dict[str, Any], models: dict[str, Any]) -> dict[str, Any]:
+    """{status, leaderboard_md, leaderboard}: what the run files sink writes and the display shows.
+
+    `facts` are the run's fixed facts (run id, task, mode, backend, ...), `gauges` the engine's,
+    `models` the per-model accounting."""
+    health = hub.health()
+    own = hub.gauges()
+    sinks = {name: {"recorded": h.recorded, "batches": h.batches, "failures": h.failures,
+                    "busy_s": round(h.busy_s, 3), "cpu_s": round(h.cpu_s, 3), **own.get(name, {})}
+             for name, h in health.items()}
+    failures = hub.failures()
+    status = status_dict(state.stats, state.pool, state.wall_s(), {
+        **facts, "pid": os.getpid(), "updated_at": time.time(), "models": models,
+        "tracking_failures": failures, "sinks": sinks, "records_lag_s": hub.lag_s(), **gauges})
+    return {"status": status,
+            "leaderboard_md": leaderboard_md(task_name, state.pool, plan=state.rounds.plan,
+                                             history=state.history.updates,
+                                             promotions=state.rounds.promotions),
+            "leaderboard": leaderboard_rows(state.pool, top=LEADERBOARD_ROWS)}
