@@ -170,7 +170,8 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     session.hub.on_fatal = engine.fail  # a sink thread's own failure stops the run like any other
     log.info("run %s of %s in %s: mode %s, backend %s %s, stages %s, %d resumed items, cognition %s",
              ctx.run_id, task.name, prepared.run_dir, cfg.engine.mode, llm.name, llm.model,
-             " -> ".join(engine.stage_names()), len(session.resumed),
+             " -> ".join(f"{name}({engine.pools[name].bounds.initial})" for name in engine.stage_names()),
+             len(session.resumed),
              f"{prepared.cognition.count()} items ({prepared.cognition.embedder.name})"
              if prepared.cognition is not None else "off")
     sandbox_isolation = describe_isolation(cfg.sandbox.isolate)

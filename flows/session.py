@@ -5,6 +5,7 @@ sink's `rebuild` on its thread before its first record)."""
 from __future__ import annotations
 
 import json
+import logging
 import random
 import time
 import uuid
@@ -39,6 +40,8 @@ from evoforge.stages.sinks.node_db import NodeDatabase
 from evoforge.stages.sinks.prefect_sink import PrefectArtifacts
 from evoforge.stages.sinks.run_files import RunFiles
 
+log = logging.getLogger("evoforge.session")
+
 _META_KEYS = ("pool_version", "case_order", "plans", "promotions", "wall_s")
 MLFLOW_PARENT_META = "mlflow_parent_run_id"
 
@@ -66,6 +69,7 @@ class Session:
         """The end of the session: the report, the run's outcome on MLflow and Prefect, the last
         metadata; then every sink records what is left and closes (the node database last of its
         own records), even if writing the report fails."""
+        started = time.perf_counter()
         try:
             texts = {"report.md": self.report()}
         finally:
@@ -81,10 +85,13 @@ class Session:
                                 payload={"status": status, "snapshot": snapshot, "texts": texts,
                                          "metrics": {**metrics, **model_metrics(final.get("models", {}))},
                                          "step": final.get("evaluations", 0), "files": files}))
+            reported = time.perf_counter()
             try:
                 self.hub.close()
             finally:
                 WARM.close_all()  # the run's fork servers (a later run in this process starts its own)
+                log.info("session closed: report %.2f s, the sinks' last records %.2f s",
+                         reported - started, time.perf_counter() - reported)
 
     def report(self) -> str:
         """Write report.md with its plots (for a gated run the final scores and level comparisons

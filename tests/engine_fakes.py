@@ -64,6 +64,7 @@ class FakeResearch(Stage):
             await asyncio.Event().wait()
         await asyncio.sleep(self.delay)
         node.code = item.parent.code + f"\n# {node.id}\n"
+        node.diff = f"--- parent\n+++ candidate\n+# {node.id}\n"
         node.status, node.llm_s = PROPOSED, self.delay
         self.log.add("end", self.name, node.id)
         return StageResult(node)

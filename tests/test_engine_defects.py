@@ -101,7 +101,7 @@ def test_adaptive_control_makes_logged_decisions_when_a_stage_is_slow(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_returns_within_a_second_while_an_llm_call_hangs(tmp_path):
+def test_ctrl_c_stops_at_once_and_exits_within_5_s_while_every_llm_call_hangs(tmp_path):
     run_dir = tmp_path / "run"
     with SimulatorProcess(SimConfig(median_s=0.01, slots=8, seed=1, error_rate=1.0,
                                     error_kinds=("hang",), hang_s=120)) as sim:
@@ -126,8 +126,10 @@ def test_ctrl_c_returns_within_a_second_while_an_llm_call_hangs(tmp_path):
             time.sleep(0.02)
         engine_stop_s = time.monotonic() - signalled
         out, err = proc.communicate(timeout=60)
+        exit_s = time.monotonic() - signalled
     assert proc.returncode == 130, err
-    assert engine_stop_s < 1.0, engine_stop_s
+    assert engine_stop_s < 1.0, engine_stop_s  # the engine stops at once...
+    assert exit_s <= 5.0, exit_s  # ...and the process is gone within 5 s: records written, closed
     assert read_status(run_dir)["state"] == "interrupted"
 
 

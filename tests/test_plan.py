@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -118,10 +119,10 @@ def test_kill_criteria_retire_a_branch_even_when_the_llm_says_keep():
 
 
 def test_killed_slot_takes_the_llms_retire_hypothesis():
-    llm = Scripted("SLOT 2: retire: try CatBoost\nKILL 2: stall_rounds=5 invalid_rate=0.25")
+    llm = Scripted("SLOT 2: retire: try CatBoost\nKILL 2: stall_rounds=2 invalid_rate=0.25")
     new, _, _ = do_replan(plan3(), llm)
     assert new.slots[1].hypothesis == "try CatBoost" and new.slots[1].origin == "llm"
-    assert new.slots[1].kill == KillCriteria(5, 0.25, 3)
+    assert new.slots[1].kill == KillCriteria(2, 0.25, 3)  # tightened: taken (looser is capped)
 
 
 def test_refresh_keeps_the_id_and_changes_the_hypothesis():
@@ -234,3 +235,18 @@ def test_offline_backend_keeps_every_slot():
                                            max_tokens=10)).text
     assert answer == offline_plan_answer(prompt)
     assert [a.action for a in parse_plan_answer(answer, plan3())] == ["keep"] * 3
+
+
+def test_the_plan_agent_may_tighten_kill_criteria_but_never_loosen_them_past_the_config():
+    plan = initial_plan("", 2, KILL, ["one", "two"])
+    answer = ("SLOT 1: keep\nSLOT 2: keep\nKILL 1: stall_rounds=99 invalid_rate=100%\n"
+              "KILL 2: stall_rounds=2 invalid_rate=0.25\n")
+    first, second = parse_plan_answer(answer, plan, KILL)
+    assert (first.kill.stall_rounds, first.kill.max_invalid_rate) == (3, 0.5)  # capped at the config
+    assert first.reason.endswith("; KILL capped: stall_rounds 99 -> 3, max_invalid_rate 1 -> 0.5 "
+                                 "(the configured limits)")
+    assert (second.kill.stall_rounds, second.kill.max_invalid_rate) == (2, 0.25)  # tightened: taken
+    assert "capped" not in second.reason
+    tightened = replace(plan, slots=(replace(plan.slots[0], kill=second.kill), plan.slots[1]))
+    (again, _) = parse_plan_answer("KILL 1: stall_rounds=3\n", tightened, KILL)
+    assert again.kill.stall_rounds == 3  # back up to the configured value: allowed, no further

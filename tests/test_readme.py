@@ -102,16 +102,25 @@ def test_the_readmes_commands_on_a_run_work_as_written(tmp_path, monkeypatch, ca
                                                   / "program.py").read_text()
 
 
-def test_the_readme_stage_example_plugs_in_and_runs(tmp_path):
+def test_the_readme_stage_example_plugs_in_and_records_its_data(tmp_path):
     import asyncio
 
+    from evoforge.stages.pipeline.plugins import load_plugins
+    from evoforge.stages.sinks.base import Event, EventKind
     from tests.engine_fakes import FakeEngineer, FakeResearch, Log, make_harness
 
-    (example,) = [b for b in _blocks("python") if "class Analyze(Stage)" in b]
-    scope: dict = {}
-    exec(compile(example, "README.md", "exec"), scope)
+    (example,) = [b for b in _blocks("python") if b.startswith('"""diff_size.py:')]
+    path = tmp_path / "diff_size.py"
+    path.write_text(example)
+    (stage,) = load_plugins([str(path)])
+    assert stage.name == "diff_size" and stage.after == "engineer"
     log = Log()
-    harness = make_harness(tmp_path, [FakeResearch(log), FakeEngineer(log), scope["Analyze"]()], max_evals=5)
+    harness = make_harness(tmp_path, [FakeResearch(log), FakeEngineer(log), stage], max_evals=5)
     asyncio.run(harness.run())
-    analysed = [n for n in harness.nodes() if n.origin != "seed"]
-    assert len(analysed) == 4 and all(n.analysis == f"scored {n.score_full}" for n in analysed)
+    nodes = [n for n in harness.nodes() if n.origin != "seed"]
+    harness.close()
+    data = type(stage).data
+    assert len(nodes) == 4 and all(data.peek(n).lines == 1 for n in nodes)  # its data, on every node
+    (sink,) = stage.sinks(type("Ctx", (), {"paths": type("P", (), {"root": tmp_path})()})())
+    sink.record([Event(EventKind.FINISHED, n) for n in nodes])
+    assert (tmp_path / "diff_sizes.txt").read_text() == "".join(f"{n.id} 1\n" for n in nodes)

@@ -214,3 +214,22 @@ def test_a_seed_evaluated_again_on_a_rerun_replaces_its_recorded_failure():
     assert memo.recorded(key).status == "failed"
     memo.finish(key, failed.copy(status=EVALUATED, error=None, score_full=1.5, evaluated_at=2.0), "full")
     assert memo.recorded(key).score == 1.5
+
+
+def test_a_transient_failure_is_not_served_again_and_the_repeat_is_evaluated():
+    memo = RepeatMemo()
+    timed_out = Node(id="slow", run_id="r", code="z = 4\n", status=FAILED, failed_stage="engineer",
+                     error="timed out after 10.0 s", evaluated_at=1.0)
+    key = EvalKey.of("z = 4\n", "full", {})
+
+    async def scenario():
+        assert await memo.claim(key) is None
+        memo.finish(key, timed_out, "full")  # a loaded machine's time limit: not the program's fault
+        return await memo.claim(key)  # a repeat: the caller evaluates it again
+
+    assert asyncio.run(scenario()) is None and memo.recorded(key) is None
+    crashed = Node(id="bad", run_id="r", code="z = 5\n", status=FAILED, error="evaluator raised "
+                   "ZeroDivisionError: division by zero", evaluated_at=2.0)
+    rebuilt = RepeatMemo.rebuild([timed_out, crashed], TASK)  # a resume: the same rule
+    assert rebuilt.recorded(key) is None
+    assert rebuilt.recorded(EvalKey.of("z = 5\n", TASK.search_level, {})).node_id == "bad"

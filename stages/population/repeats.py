@@ -3,7 +3,10 @@ ones in flight, so that a repeated program is served the recorded result instead
 
 The engineer claims a key before it evaluates. A key already recorded is served at once; a key
 in flight makes the claimant wait for that evaluation and then serves its result. Only complete
-results are recorded: a full evaluation that scored or failed (a failed quick test included).
+results are recorded: a full evaluation that scored or failed (a failed quick test included) for
+a reason of the program's own. A failure that says nothing about the program — a time limit that
+a busy machine may have caused, a kill from outside, a sandbox that lost the evaluation — is
+not: a repeat of it is evaluated again (`transient`).
 A pruned speculative evaluation is not: its verdict depends on the pool's best at the time, not
 on the key alone, so a repeat of it is evaluated (and the waiting claimant takes over the key).
 The memo is rebuilt from the node database on resume, so a resumed run knows what it evaluated.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -69,7 +73,7 @@ class Recorded:
         score = node.score(level) if score is None else score
         if node.status in (EVALUATED, ROLLED_BACK) and score is not None:
             return cls(node.id, str(node.status), level, score=score)
-        if node.status == FAILED:
+        if node.status == FAILED and not transient(node.error):
             return cls(node.id, str(node.status), level, error=node.error)
         return None
 
@@ -139,6 +143,23 @@ class RepeatMemo:
             if key not in memo._done:  # a run from before this memo may hold a program twice
                 memo.finish(key, node, level, node.score_default if params else None)
         return memo
+
+
+_TRANSIENT = ("timed out after", "killed by SIGKILL", "killed by SIGTERM",
+              "the warm sandbox lost the evaluation")
+_PREFIX = re.compile(r"^(?:quick test: )?(?:case \S+ failed: )?")
+
+
+def transient(error: str | None) -> bool:
+    """True for a failure that may not happen again to the same program: the wall-clock limit on a
+    loaded machine, a kill from outside the program (the OOM killer, a stop), a lost sandbox.
+
+    >>> transient("timed out after 10.0 s"), transient("case 7 failed: timed out after 2.0 s")
+    (True, True)
+    >>> transient("evaluator raised ZeroDivisionError: division by zero"), transient(None)
+    (False, False)
+    """
+    return bool(error) and _PREFIX.sub("", error, count=1).startswith(_TRANSIENT)
 
 
 def knob_space(code: str, task: Task) -> ParamSpace:

@@ -111,23 +111,30 @@ hypothesis. A branch marked KILLED broke its kill criteria and loses its slot wh
 give it a `retire:` line with the hypothesis to put in its place. A slot you leave out is kept."""
 
 
-def parse_plan_answer(text: str, plan: Plan) -> list[SlotAnswer]:
+def parse_plan_answer(text: str, plan: Plan, limits: KillCriteria | None = None) -> list[SlotAnswer]:
     """One SlotAnswer per slot of the plan, in slot order: the answer's line for it, else keep;
-    merges and duplicate hypotheses are refused (kept, with the refusal as the reason)."""
+    merges and duplicate hypotheses are refused (kept, with the refusal as the reason). A KILL
+    line may tighten a slot's kill criteria, never loosen them past `limits` (the configured
+    ones; default: the slot's own): a looser value is capped, and the reason says so."""
     current = {b.slot: b for b in plan.slots}
     found: dict[int, SlotAnswer] = {}
-    kills: dict[int, KillCriteria] = {}
+    kills: dict[int, tuple[KillCriteria, str]] = {}
     for line in text.splitlines():
         if (m := _SLOT_RE.match(line)) and int(m.group(1)) in current and int(m.group(1)) not in found:
             found[int(m.group(1))] = _slot_answer(int(m.group(1)), m.group(2).lower(), _clean(m.group(3)))
         elif (k := _KILL_RE.match(line)) and int(k.group(1)) in current:
-            kill = _kill(k.group(2), current[int(k.group(1))].kill)
+            slot = current[int(k.group(1))]
+            kill = _kill(k.group(2), slot.kill, limits or slot.kill)
             if kill is not None:
                 kills[int(k.group(1))] = kill
     answers = [found.get(n, SlotAnswer(n, "keep", "", "not in the answer: kept", False))
                for n in sorted(current)]
     answers = _refuse_duplicates(answers, current)
-    return [replace(a, kill=kills.get(a.slot)) for a in answers]
+    out = []
+    for a in answers:
+        kill, capped = kills.get(a.slot, (None, ""))
+        out.append(replace(a, kill=kill, reason=a.reason + capped))
+    return out
 
 
 def _slot_answer(slot: int, action: str, text: str) -> SlotAnswer:
@@ -161,20 +168,38 @@ def _refuse_duplicates(answers: list[SlotAnswer], current: dict[int, Branch]) ->
     return out
 
 
-def _kill(rest: str, old: KillCriteria) -> KillCriteria | None:
-    """The kill criteria a KILL line asks for (clamped to sane ranges), or None when it names none."""
+def _kill(rest: str, old: KillCriteria, limits: KillCriteria) -> tuple[KillCriteria, str] | None:
+    """The kill criteria a KILL line asks for, at most as loose as `limits`, and a note of what was
+    capped ("" when nothing was); None when the line names none.
+
+    >>> limits = KillCriteria(stall_rounds=4, max_invalid_rate=0.6, min_candidates=3)
+    >>> _kill("stall_rounds=2", limits, limits)[0].stall_rounds
+    2
+    >>> kill, note = _kill("stall_rounds=50 invalid_rate=100%", limits, limits)
+    >>> (kill.stall_rounds, kill.max_invalid_rate), note
+    ((4, 0.6), '; KILL capped: stall_rounds 50 -> 4, max_invalid_rate 1 -> 0.6 (the configured limits)')
+    """
     stall, rate = _STALL_RE.search(rest), _RATE_RE.search(rest)
     if stall is None and rate is None:
         return None
-    value = None if rate is None else float(rate.group(1)) / (100 if rate.group(2) else 1)
-    return KillCriteria(max(1, int(stall.group(1))) if stall else old.stall_rounds,
-                        old.max_invalid_rate if value is None else min(1.0, value), old.min_candidates)
+    asked_stall = max(1, int(stall.group(1))) if stall else old.stall_rounds
+    asked_rate = (old.max_invalid_rate if rate is None
+                  else float(rate.group(1)) / (100 if rate.group(2) else 1))
+    capped = []
+    if asked_stall > limits.stall_rounds:
+        capped.append(f"stall_rounds {asked_stall} -> {limits.stall_rounds}")
+    if asked_rate > limits.max_invalid_rate:
+        capped.append(f"max_invalid_rate {asked_rate:g} -> {limits.max_invalid_rate:g}")
+    kill = KillCriteria(min(asked_stall, limits.stall_rounds), min(asked_rate, limits.max_invalid_rate),
+                        old.min_candidates)
+    return kill, (f"; KILL capped: {', '.join(capped)} (the configured limits)" if capped else "")
 
 
 async def replan(plan: Plan, nodes: Sequence[Node], *, llm: LLMBackend | None, round: int,
                  round_of: Callable[[Node], int], level: str, maximize: bool, task_description: str,
                  leaderboard_rows: Sequence[Row], temperature: float, max_tokens: int,
-                 fresh_hypotheses: Sequence[str]) -> tuple[Plan, dict[str, BranchHealth], Completion | None]:
+                 fresh_hypotheses: Sequence[str], limits: KillCriteria | None = None
+                 ) -> tuple[Plan, dict[str, BranchHealth], Completion | None]:
     """The next plan version: the health rules, then the plan agent's answer where they allow it."""
     health = branch_health(plan, nodes, round_of, round, level, maximize)
     answers = [SlotAnswer(b.slot, "keep", "", "health rules only: within its kill criteria", False)
@@ -191,7 +216,7 @@ async def replan(plan: Plan, nodes: Sequence[Node], *, llm: LLMBackend | None, r
             notes.append(f"LLM error: {exc}")
         else:
             trace_call(llm, messages, started_at, completion.seconds, completion)
-            parsed = parse_plan_answer(completion.text, plan)
+            parsed = parse_plan_answer(completion.text, plan, limits)
             if any(a.stated for a in parsed):
                 answers, author = parsed, _author(completion)
                 notes += [f"slot {a.slot}: {a.reason}" for a in parsed if a.reason.startswith("refused")]

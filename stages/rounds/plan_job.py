@@ -62,7 +62,7 @@ def plan_job(ctx: StageContext, head: RunHead, size: int, fresh: list[str]) -> R
                 level=level, maximize=maximize, task_description=ctx.task.description,
                 leaderboard_rows=build_leaderboard(nodes, level, maximize, limit=15),
                 temperature=ctx.config.llm.temperature, max_tokens=ctx.config.llm.max_tokens,
-                fresh_hypotheses=fresh)
+                fresh_hypotheses=fresh, limits=kill_criteria(ctx))
         text = plan_md(plan, health, [*head.state.rounds.plans, plan])
         retired = [b.id for b, _ in plan.retired if b.id not in {x.id for x, _ in current.retired}]
         log.info("plan v%d at round %d by %s: %s; retired %s", plan.version, round_no, plan.author,
