@@ -64,10 +64,14 @@ class Series:
 
 
 def run_args(series: Series, workers: str, seed: int, sampler: str) -> list[str]:
-    """The `evoforge run` command line every session uses."""
+    """The `evoforge run` command line every session uses. status.json is rewritten every 0.25 s
+    (not 2 s), so a kill aimed at an evaluation count lands near it, not after the run ended."""
+    config = series.run_dir.parent / "crash-config.json"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(json.dumps({"engine": {"progress_interval_s": 0.25}}))
     return ["run", "circle_packing", "--run-dir", str(series.run_dir), "--workspace",
             str(series.workspace), "--max-evals", str(series.budget), "--workers", workers,
-            "--seed", str(seed), "--sampler", sampler, "--quiet"]
+            "--seed", str(seed), "--sampler", sampler, "--config", str(config), "--quiet"]
 
 
 def read_outcomes(run_dir: Path) -> dict[str, Outcome]:

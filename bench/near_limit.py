@@ -1,4 +1,4 @@
-"""Issue 12 benchmark: how near evoforge runs to its physical limit, in one table, one sitting.
+"""How near evoforge runs to its physical limit, in one table, one sitting (issues 12 and 18).
 
 Parts (``--part``, comma-separated; default all), each over ``--seeds`` seeds:
 
@@ -9,23 +9,26 @@ Parts (``--part``, comma-separated; default all), each over ``--seeds`` seeds:
 - ``throughput``: candidates/min and its ratio to the bound
   ``min(slots / LLM slot-s per candidate, workers / mean evaluation s)`` at three settings: slow
   (simulator median 2 s, circle_packing), fast (median 0.3 s, circle_packing) and eval-bound
-  (bench/tasks/cpu_burn: ~1 CPU-s per evaluation, median 0.3 s). The evaluation time is measured
-  alone, before the runs (the seed program, sequentially, with the run's sandbox settings); the
-  LLM's from the simulator's books (busy slot-seconds / completed requests, times the requests a
-  candidate costs: research plus analysis). The rate is the steady state: evaluations after the
-  first 10% over the time they took. Orchestrator CPU s/candidate is RUSAGE_SELF of this process
-  (the flow, stages, commit, MLflow and Prefect client threads; not the sandbox children, the
-  simulator or Prefect's server) over a full run minus a 5-evaluation run of the same setting,
-  divided by the difference in evaluations, so the fixed start-up cancels.
+  (bench/tasks/cpu_burn: ~1 CPU-s per evaluation, median 0.3 s), every run at the defaults
+  (an empty config file: MLflow, Prefect task runs, analysis, the cognition base all on). The
+  evaluation time is measured alone, before the runs (the seed program, sequentially, with the
+  run's sandbox settings); the LLM's from the simulator's books (busy slot-seconds per candidate).
+  The rate and the CPU per candidate are the steady state, read from the run's own timeline
+  between the line where 10% of the evaluations were done and the last: CPU by place (the event
+  loop's thread, the whole flow process, the sinks' threads, the fork servers, the evaluation
+  children), and apart the Prefect server's and the simulator's processes. The records' lag (the
+  oldest event not yet written) and how long after its evaluation each MLflow run was written.
+- ``analysis``: the slow LLM with the Analyzer's cost settings (every candidate, a share, batches,
+  an endpoint of its own, off): candidates/min, LLM calls per candidate, research utilisation.
 - ``spec``: bin_packing at the fast setting, without and with speculation (alpha 0.25, reordering
   w=3), through bench/async_policies.py's ``one_run`` (the issue-3 figures' code path, MLflow
   off): validations/min, the speed-up, rollback rate, wasted evaluation seconds, and the
   arithmetic behind the speed-up (cases run per candidate, mean seconds of a pruned and of a
   full evaluation).
 
-Runs use 8 simulator slots, ``--workers research=8,engineer=2``, Prefect task runs on and MLflow
-on (throughput). The sandbox is warm when ``SandboxLimits`` has a ``warm`` field (the config's
-default); otherwise the warm column says "warm: not available".
+Runs use 8 simulator slots, ``--workers research=8,engineer=2``. The sandbox is warm when
+``SandboxLimits`` has a ``warm`` field (the config's default); otherwise the warm column says
+"warm: not available".
 
     python bench/near_limit.py                      # the full sitting: 3 seeds, ~15 min on 2 cores
     python bench/near_limit.py --quick --part spec  # a smoke run of one part
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -47,9 +51,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import psutil  # noqa: E402
 from async_policies import CONFIGS_B, _nodes  # noqa: E402  (sets PREFECT_HOME first)
 from async_policies import one_run as policy_run  # noqa: E402
-from async_vs_sync import _cpu_self  # noqa: E402
 
 from evoforge.evaluators.cases import list_cases  # noqa: E402
 from evoforge.evaluators.evaluation import evaluate_program  # noqa: E402
@@ -60,10 +64,11 @@ from evoforge.flows.session import sandbox_limits as _limits  # noqa: E402  (the
 from evoforge.infra.config import load_config  # noqa: E402
 from evoforge.infra.llm_sim.process import SimulatorProcess  # noqa: E402
 from evoforge.infra.llm_sim.server import SimConfig  # noqa: E402
+from evoforge.infra.timeline import read_timeline  # noqa: E402
 
 WARM_AVAILABLE = "warm" in {f.name for f in dataclasses.fields(SandboxLimits)}
 CPU_BURN = str(Path(__file__).resolve().parent / "tasks" / "cpu_burn")
-SLOTS, ENGINEERS, SIGMA, TINY = 8, 2, 0.6, 5
+SLOTS, ENGINEERS, SIGMA = 8, 2, 0.6
 SETTINGS = {  # name: task, simulator median s, evaluations (full, --quick), target ratio
     "slow": ("circle_packing", 2.0, (90, 16), 0.95),
     "fast": ("circle_packing", 0.3, (300, 30), 0.8),
@@ -145,29 +150,107 @@ def _steady_per_min(run_dir: Path) -> float | None:
     return (len(done) - 1 - skip) / (done[-1] - done[skip]) * 60
 
 
+def _steady(run_dir: Path) -> dict:
+    """The run's steady state from its timeline: candidates/min and CPU per candidate by place,
+    between the line where 10% of the evaluations were done and the last line (ramp-up and
+    start-up left out), and the longest the records lagged in that stretch."""
+    rows = [r for r in read_timeline(run_dir / "timeline.jsonl") if "cpu" in r]
+    last = rows[-1]
+    first = next(r for r in rows if r["evaluations"] >= max(3, last["evaluations"] // 10))
+    done = last["evaluations"] - first["evaluations"]
+    span = last["wall_s"] - first["wall_s"]
+    per = {f"{k.removesuffix('_s')}_ms": 1000 * (last["cpu"][k] - first["cpu"][k]) / max(1, done)
+           for k in last["cpu"]}
+    lags = [r.get("records_lag_s", 0.0) for r in rows if r["wall_s"] > first["wall_s"]]
+    return {"steady_per_min": 60 * done / span if span > 0 else None, **per,
+            "steady_lag_max_s": max(lags) if lags else None}
+
+
+def _mlflow_delay(run_dir: Path, workspace: Path) -> dict:
+    """How long after its evaluation ended each candidate's MLflow run was written (p50, max)."""
+    from mlflow.tracking import MlflowClient
+
+    status = json.loads((run_dir / "status.json").read_text())
+    if not status.get("mlflow_run_id"):
+        return {}
+    client = MlflowClient(f"sqlite:///{workspace / 'mlflow.db'}")
+    parent = client.get_run(status["mlflow_run_id"])
+    runs = client.search_runs([parent.info.experiment_id],
+                              f"tags.mlflow.parentRunId = '{parent.info.run_id}' and tags.kind = 'candidate'",
+                              max_results=5000)
+    ended = {n.id: n.evaluated_at for n in _nodes(run_dir) if n.evaluated_at}
+    delays = sorted(r.info.start_time / 1000 - ended[r.data.tags["node_id"]] for r in runs
+                    if r.data.tags.get("node_id") in ended)
+    return {"mlflow_delay_p50_s": _pct(delays, 0.5), "mlflow_delay_max_s": delays[-1]} if delays else {}
+
+
+def _process_cpu(pid: int | None) -> float:
+    """CPU seconds of a process and its children (0 when unknown)."""
+    if pid is None:
+        return 0.0
+    try:
+        proc = psutil.Process(pid)
+        total = sum(proc.cpu_times()[:2])
+        return total + sum(sum(c.cpu_times()[:2]) for c in proc.children(recursive=True))
+    except psutil.Error:
+        return 0.0
+
+
+def _prefect_server_pid() -> int | None:
+    """The temporary Prefect server this process started (a child running Prefect's API)."""
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if any("prefect.server.api.server" in part for part in child.cmdline()):
+                return child.pid
+    return None
+
+
 def _run(sim: SimulatorProcess, task: str, evals: int, seed: int, root: Path, config: Path,
-         name: str) -> dict:
-    """One evoforge run at defaults (MLflow and Prefect task runs on), with its CPU and LLM books."""
+         name: str, analysis_sim: SimulatorProcess | None = None) -> dict:
+    """One evoforge run at defaults (MLflow and Prefect on), with its CPU and LLM books."""
     run_dir = root / f"{name}-{seed}-{evals}"
     sim.reset(seed=seed)
-    before, cpu0 = sim.stats(), _cpu_self()
+    server = _prefect_server_pid()
+    before = {"prefect": _process_cpu(server), "simulator": _process_cpu(sim.pid)}
+    books = sim.stats()
     code = main(["run", task, "--run-dir", str(run_dir), "--workspace", str(root / "ws"),
                  "--config", str(config), "--llm-base-url", sim.base_url, "--max-evals", str(evals),
-                 "--workers", f"research={SLOTS},engineer={ENGINEERS}", "--seed", str(seed),
-                 "--quiet"])
-    cpu, after = _cpu_self() - cpu0, sim.stats()
+                 "--workers", f"research={SLOTS},engineer={ENGINEERS}", "--seed", str(seed), "--quiet"])
     status = json.loads((run_dir / "status.json").read_text())
-    completed = after["completed"] - before["completed"]
-    busy = after["busy_slot_seconds"] - before["busy_slot_seconds"]
+    after = sim.stats()
+    completed = after["completed"] - books["completed"]
+    busy = after["busy_slot_seconds"] - books["busy_slot_seconds"]
+    evaluations = max(1, status["evaluations"])
+    nodes = [n for n in _nodes(run_dir) if n.was_evaluated and n.origin != "seed"]
+    analysis_calls = analysis_sim.stats()["completed"] if analysis_sim is not None else 0
+    server = server or _prefect_server_pid()
     return {"exit": code, "evaluations": status["evaluations"], "wall_s": status["wall_s"],
-            "run_per_min": status["candidates_per_min"], "steady_per_min": _steady_per_min(run_dir),
-            "cpu_s": cpu, "llm_requests": completed,
+            "run_per_min": status["candidates_per_min"], **_steady(run_dir),
+            "prefect_server_ms": 1000 * (_process_cpu(server) - before["prefect"]) / evaluations,
+            "simulator_ms": 1000 * (_process_cpu(sim.pid) - before["simulator"]) / evaluations,
+            "eval_wall_p50_ms": 1000 * statistics.median(n.eval_s for n in nodes) if nodes else None,
+            "llm_requests": completed, "calls_per_candidate": (completed + analysis_calls) / evaluations,
             "llm_latency_s": busy / completed if completed else None,
-            "llm_slot_s_per_candidate": busy / max(1, status["evaluations"])}
+            "llm_busy": busy / (SLOTS * status["wall_s"]) if status["wall_s"] else None,
+            "llm_slot_s_per_candidate": busy / evaluations,
+            "tracking_failures": len(status.get("tracking_failures") or {}),
+            **_mlflow_delay(run_dir, root / "ws")}
+
+
+def _bounded(row: dict, eval_alone: float) -> dict:
+    """The row with its bound (LLM or evaluation) and its ratio to it."""
+    llm_bound = 60 * SLOTS / row["llm_slot_s_per_candidate"]
+    eval_bound = 60 * ENGINEERS / eval_alone
+    bound = min(llm_bound, eval_bound)
+    return {**row, "llm_bound_per_min": llm_bound, "eval_bound_per_min": eval_bound,
+            "bound_per_min": bound, "binding": "LLM" if llm_bound <= eval_bound else "evaluation",
+            "ratio_to_bound": (row["steady_per_min"] or 0) / bound,
+            "run_ratio_to_bound": row["run_per_min"] / bound,
+            "evoforge_ms": row["process_ms"] + row["fork_servers_ms"]}
 
 
 def throughput_rows(seeds: int, quick: bool, root: Path, only: list[str]) -> list[dict]:
-    """Candidates/min against the bound, and orchestrator CPU per candidate, per setting."""
+    """Candidates/min against the bound, and the orchestration's CPU per candidate, per setting."""
     rows = []
     for setting in only:
         task_name, median, budgets, target = SETTINGS[setting]
@@ -179,23 +262,48 @@ def throughput_rows(seeds: int, quick: bool, root: Path, only: list[str]) -> lis
         alone = asyncio.run(_sandbox_times(task, limits, 4 if quick else 12))[1:]  # first: warm-up
         eval_alone = statistics.mean(alone)
         with SimulatorProcess(SimConfig(median_s=median, sigma=SIGMA, slots=SLOTS)) as sim:
-            tiny = _run(sim, task_name, TINY, 0, root, config, f"{setting}-tiny")
             for seed in range(seeds):
                 run = _run(sim, task_name, evals, seed, root, config, setting)
-                per_cand = (run["cpu_s"] - tiny["cpu_s"]) / max(1, run["evaluations"] - tiny["evaluations"])
-                llm_bound = 60 * SLOTS / run["llm_slot_s_per_candidate"]
-                eval_bound = 60 * ENGINEERS / eval_alone
-                bound = min(llm_bound, eval_bound)
-                rows.append({
-                    "part": "throughput", "setting": setting, "seed": seed, **run,
-                    "sandbox": _sandbox_mode(limits), "eval_alone_s": eval_alone,
-                    "llm_bound_per_min": llm_bound, "eval_bound_per_min": eval_bound,
-                    "bound_per_min": bound, "binding": "LLM" if llm_bound <= eval_bound else "evaluation",
-                    "ratio_to_bound": (run["steady_per_min"] or 0) / bound,
-                    "run_ratio_to_bound": run["run_per_min"] / bound, "target_ratio": target,
-                    "orch_cpu_s_per_candidate": per_cand,
-                    "orch_fixed_cpu_s": tiny["cpu_s"] - per_cand * tiny["evaluations"],
-                })
+                rows.append(_bounded({"part": "throughput", "setting": setting, "seed": seed, **run,
+                                      "sandbox": _sandbox_mode(limits), "eval_alone_s": eval_alone,
+                                      "target_ratio": target}, eval_alone))
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+ANALYSIS = {  # name: (config, whether analysis gets an endpoint of its own: a second simulator)
+    "analyze every candidate": ({}, False),
+    "analyze.share 0.25": ({"analyze": {"share": 0.25}}, False),
+    "analyze.batch 4": ({"analyze": {"batch": 4}}, False),
+    "analyze.llm (own endpoint)": ({}, True),
+    "analyze off": ({"analyze": {"enabled": False}}, False),
+}
+
+
+def analysis_rows(seeds: int, quick: bool, root: Path) -> list[dict]:
+    """The slow LLM (median 2 s, 8 slots) with analysis's settings: candidates/min, LLM calls per
+    candidate and the research endpoint's utilisation (an own analysis endpoint apart)."""
+    evals = 20 if quick else 90
+    task = load_task("circle_packing")
+    eval_alone = statistics.mean(asyncio.run(_sandbox_times(task, _limits_for(task, None), 6))[1:])
+    rows = []
+    with SimulatorProcess(SimConfig(median_s=2.0, sigma=SIGMA, slots=SLOTS)) as sim:
+        for name, (overrides, own) in ANALYSIS.items():
+            for seed in range(seeds):
+                with contextlib.ExitStack() as stack:
+                    other = (stack.enter_context(SimulatorProcess(SimConfig(median_s=0.5, sigma=SIGMA,
+                                                                            slots=SLOTS)))
+                             if own else None)
+                    cfg = dict(overrides)
+                    if other is not None:
+                        cfg["analyze"] = {"llm": {"base_url": other.base_url}}
+                    config = root / f"analysis-{len(rows)}.yaml"
+                    config.write_text(json.dumps(cfg))
+                    run = _run(sim, "circle_packing", evals, seed, root, config, f"analysis-{len(rows)}",
+                               analysis_sim=other)
+                rows.append(_bounded({"part": "analysis", "setting": name, "seed": seed, **run,
+                                      "sandbox": "warm", "eval_alone_s": eval_alone, "target_ratio": 0.95},
+                                     eval_alone))
                 print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
@@ -248,15 +356,31 @@ FIGURES = {  # part: (figure key, label, target) in table order
                  ("overhead_p95_ms", "sandbox overhead p95, ms", ""),
                  ("first_call_ms", "first call, ms (not in p50/p95)", "")],
     "throughput": [("eval_alone_s", "evaluation alone, s", ""),
+                   ("eval_wall_p50_ms", "evaluation wall in the run, p50 ms", ""),
                    ("llm_latency_s", "LLM service latency, s", ""),
                    ("llm_slot_s_per_candidate", "LLM slot-s per candidate", ""),
+                   ("llm_busy", "LLM utilisation (busy slots / slots)", ""),
                    ("bound_per_min", "bound, candidates/min", ""),
                    ("steady_per_min", "candidates/min (steady state)", ""),
                    ("ratio_to_bound", "ratio to the bound", "target"),
                    ("run_ratio_to_bound", "ratio, whole run incl. ramp-up", ""),
-                   ("orch_cpu_s_per_candidate", "orchestrator CPU s/candidate", "<= 0.020"),
-                   ("orch_fixed_cpu_s", "orchestrator fixed CPU s (start-up)", ""),
+                   ("loop_ms", "event-loop thread CPU ms/candidate", "<= 20"),
+                   ("evoforge_ms", "evoforge CPU ms/candidate (flow process + fork servers)", "<= 60"),
+                   ("sinks_ms", "of which the sinks' threads", ""),
+                   ("fork_servers_ms", "of which the fork servers", ""),
+                   ("evaluations_ms", "evaluation children CPU ms/candidate (the task's work)", ""),
+                   ("prefect_server_ms", "Prefect's server CPU ms/candidate (apart)", ""),
+                   ("simulator_ms", "LLM simulator CPU ms/candidate (apart)", ""),
+                   ("steady_lag_max_s", "records lag, steady state, max s", "<= 10"),
+                   ("mlflow_delay_p50_s", "MLflow run written after its evaluation, p50 s", ""),
+                   ("mlflow_delay_max_s", "MLflow run written after its evaluation, max s", ""),
+                   ("tracking_failures", "sinks that failed", "0"),
                    ("wall_s", "run wall s", "")],
+    "analysis": [("steady_per_min", "candidates/min (steady state)", ""),
+                 ("calls_per_candidate", "LLM calls per candidate (both endpoints)", ""),
+                 ("llm_busy", "research LLM utilisation", ""),
+                 ("ratio_to_bound", "ratio to the bound", ""),
+                 ("evoforge_ms", "evoforge CPU ms/candidate", "")],
     "spec": [("validations_per_min", "validations/min, whole run", ""),
              ("speedup", "speed-up over no speculation, whole run", ">= 3"),
              ("steady_per_min", "validations/min, steady state", ""),
@@ -286,7 +410,7 @@ def table(rows: list[dict]) -> str:
     for part, setting in settings:
         group = [r for r in rows if r["part"] == part and r["setting"] == setting]
         label = setting
-        if part == "throughput":
+        if part in ("throughput", "analysis"):
             label = f"{setting} ({group[0]['sandbox']} sandbox, {group[0]['binding']}-bound)"
         if group[0].get("note"):
             lines.append(f"| {part} | {label} | {group[0]['note']} | - | - | - |")
@@ -306,8 +430,8 @@ def table(rows: list[dict]) -> str:
 def main_bench() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--part", default="overhead,throughput,spec",
-                        help="comma-separated, run in this order: overhead, throughput, spec")
+    parser.add_argument("--part", default="overhead,throughput,analysis,spec",
+                        help="comma-separated, run in this order: overhead, throughput, analysis, spec")
     parser.add_argument("--settings", default=",".join(SETTINGS),
                         help=f"throughput settings to run: {', '.join(SETTINGS)}")
     parser.add_argument("--quick", action="store_true", help="small budgets: a smoke run")
@@ -327,6 +451,8 @@ def main_bench() -> None:
             rows += [row for seed in range(args.seeds) for row in overhead_rows(seed, args.quick)]
         elif part == "throughput":
             rows += throughput_rows(args.seeds, args.quick, root, args.settings.split(","))
+        elif part == "analysis":
+            rows += analysis_rows(args.seeds, args.quick, root)
         else:
             rows += spec_rows(args.seeds, args.quick, root)
     args.out.mkdir(parents=True, exist_ok=True)

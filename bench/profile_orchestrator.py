@@ -2,14 +2,15 @@
 
 One async run of circle_packing (Prefect task runs on; MLflow on unless --no-mlflow), driven in
 this process as `bench/async_vs_sync.py` drives it. CPU is RUSAGE_SELF of this process (flow,
-stages, commit, MLflow thread, Prefect's client threads); evaluation subprocesses, the simulator
-and Prefect's server are other processes and not counted.
+stages, the head, the sinks' threads, Prefect's client threads); evaluation subprocesses, the
+simulator and Prefect's server are other processes and not counted (`bench/near_limit.py` reports
+them apart).
 
 Start-up is kept apart from the per-candidate figure: the window opens when the `--skip`-th
-candidate is committed and closes when the last one is, so Prefect's server start, the seed
-evaluation and the closing report are outside it (they are reported as `startup_cpu_s` and
-`closing_cpu_s`). `mlflow_backlog_at_last` is the number of MLflow jobs still queued when the
-window closes (work the window does not see; it should be ~0).
+candidate finishes (the head applies it) and closes when the last one does, so Prefect's server
+start, the seed evaluation and the closing report are outside it (they are reported as `startup_cpu_s` and
+`closing_cpu_s`). `sink_backlog_at_last` is the number of events the sinks had still queued when
+the window closed (work the window does not see; it should be small).
 
     python bench/profile_orchestrator.py --median 0.3 --sigma 0.6 --slots 8 --evals 200
     python bench/profile_orchestrator.py --evals 200 --profile   # + a per-component breakdown
@@ -32,10 +33,10 @@ os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="evoforge-bench-pr
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 from evoforge.flows.cli import main  # noqa: E402
+from evoforge.flows.head import Head  # noqa: E402
 from evoforge.infra.llm_sim.process import SimulatorProcess  # noqa: E402
 from evoforge.infra.llm_sim.server import SimConfig  # noqa: E402
-from evoforge.infra.tracking import Tracker  # noqa: E402
-from evoforge.stages.sinks.commit import Committer  # noqa: E402
+from evoforge.stages.sinks.hub import SinkHub  # noqa: E402
 
 ROOT = Path(sys.modules[main.__module__].__file__).resolve().parents[1]  # the package's folder
 
@@ -43,15 +44,15 @@ ROOT = Path(sys.modules[main.__module__].__file__).resolve().parents[1]  # the p
 # `module-path-suffix:qualified-name` as yappi names it. They may nest (a stage's time includes its
 # LLM call): the table is a map of where the time goes, not a partition.
 COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
-    ("mlflow: candidate runs", ("infra/tracking.py:Tracker._run",)),
-    ("mlflow: LLM traces", ("infra/tracking.py:Tracker._flush_traces",)),
-    ("duckdb writes (Committer.flush)", ("stages/sinks/commit.py:Committer.flush",)),
-    ("status/leaderboard snapshot", ("stages/sinks/commit.py:Committer.write_snapshot",
-                                     "infra/timeline.py:Timeline.append")),
-    ("commit: record_result (files, pool, MLflow enqueue)",
-     ("stages/sinks/commit.py:Committer.record_result",)),
-    ("commit: record_proposal", ("stages/sinks/commit.py:Committer.record_proposal",)),
-    ("commit: slow writes (lessons -> cognition)", ("stages/sinks/commit.py:work",)),
+    ("head: apply a finished candidate", ("flows/head.py:Head.finished",)),
+    ("head: remember a proposal", ("flows/head.py:Head.proposed",)),
+    ("sink: node database (DuckDB)", ("stages/sinks/node_db.py:NodeDatabase.record",)),
+    ("sink: run files and snapshots", ("stages/sinks/run_files.py:RunFiles.record",)),
+    ("sink: MLflow runs, metrics, traces", ("stages/sinks/mlflow_sink.py:MlflowRecords.record",)),
+    ("sink: Prefect artifacts", ("stages/sinks/prefect_sink.py:PrefectArtifacts.record",)),
+    ("sink: cognition write-back", ("stages/sinks/cognition_sink.py:CognitionWriteBack.record",)),
+    ("sink: per-model accounting", ("stages/sinks/model_usage.py:ModelAccounting.record",)),
+    ("status/timeline snapshot", ("infra/timeline.py:Timeline.append",)),
     ("minilm embeddings (all callers)", ("cognition/minilm.py:MiniLMEmbedder.embed",)),
     ("learn stage (cognition retrieval)", ("stages/learn.py:Learn.run",)),
     ("research stage (prompt + LLM call + parse)", ("stages/research.py:research",)),
@@ -61,7 +62,6 @@ COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
     ("  of which: novelty", ("stages/population/novelty.py:novelty_rejection",)),
     ("openai client: chat call", ("infra/llm/openai_backend.py:OpenAIBackend.complete",)),
     ("sampling (draw_item)", ("stages/sample/draw.py:draw_item",)),
-    ("prefect artifacts (progress)", ("flows/prefect_artifacts.py:RunArtifacts._update",)),
     ("stage task runs (Prefect engine around a stage)", ("prefect/task_engine.py:run_task_async",)),
 ]
 
@@ -92,46 +92,45 @@ def thread_cpu() -> dict[str, float]:
 
 
 class Window:
-    """Stamps this process's CPU at each committed candidate (wraps Committer.record_result)."""
+    """Stamps this process's CPU at each finished candidate (wraps Head.finished)."""
 
     def __init__(self, skip: int, last: int, on_open: Any = None, on_close: Any = None):
         self.skip, self.last, self.on_open, self.on_close = skip, last, on_open, on_close
         self.count = 0
         self.stamps: dict[str, float] = {}
         self.backlog = 0
-        self.trackers: list[Tracker] = []
+        self.hubs: list[SinkHub] = []
 
     def install(self) -> None:
-        record, init = Committer.record_result, Tracker.__init__
+        finished, init = Head.finished, SinkHub.__init__
         window = self
 
-        def record_result(committer: Committer, item: Any) -> Any:
-            out = record(committer, item)
+        def on_finished(head: Head, item: Any) -> Any:
+            out = finished(head, item)
             window.count += 1
             if window.count == window.skip:
                 window.threads_open = thread_cpu()
                 window.stamps["open"] = _cpu_self()
                 window.stamps["open_wall"] = time.monotonic()
-                window.opened_at = committer.stats.evaluations
                 if window.on_open:
                     window.on_open()
             if window.count > window.skip:  # the last stamp closes the window
-                if committer.stats.evaluations >= window.last and window.on_close:
+                if head.state.stats.evaluations >= window.last and window.on_close:
                     window.on_close()
                     window.on_close = None
                 window.stamps["close"] = _cpu_self()
                 window.threads_close = thread_cpu()
                 window.stamps["close_wall"] = time.monotonic()
                 window.closed_count = window.count
-                window.backlog = sum(t._queue.qsize() for t in window.trackers)
+                window.backlog = sum(len(r.queue) for h in window.hubs for r in h._runners.values())
             return out
 
-        def tracker_init(tracker: Tracker, *args: Any, **kwargs: Any) -> None:
-            init(tracker, *args, **kwargs)
-            window.trackers.append(tracker)
+        def hub_init(hub: SinkHub, *args: Any, **kwargs: Any) -> None:
+            init(hub, *args, **kwargs)
+            window.hubs.append(hub)
 
-        Committer.record_result = record_result  # type: ignore[method-assign]
-        Tracker.__init__ = tracker_init  # type: ignore[method-assign]
+        Head.finished = on_finished  # type: ignore[method-assign]
+        SinkHub.__init__ = hub_init  # type: ignore[method-assign]
 
 
 def breakdown(window_candidates: int) -> tuple[list[tuple[str, float]], list[tuple[str, float]], float]:
@@ -222,7 +221,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "startup_cpu_s": stamps["open"] - cpu0,  # includes the first `skip` candidates
         "closing_cpu_s": cpu1 - stamps["close"],
         "total_cpu_ms_per_candidate": 1000 * (cpu1 - cpu0) / max(status["evaluations"], 1),
-        "mlflow_backlog_at_last": window.backlog, "process_wall_s": wall1 - wall0,
+        "sink_backlog_at_last": window.backlog, "process_wall_s": wall1 - wall0,
         "mlflow": args.mlflow, "profiled": args.profile,
         "cpu_ms_per_candidate_by_thread": dict(sorted(
             ((name, round(1000 * (cpu - window.threads_open.get(name, 0.0)) / n, 1))
@@ -250,7 +249,7 @@ def main_bench() -> None:
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--engineers", type=int, default=2)
     parser.add_argument("--evals", type=int, default=200)
-    parser.add_argument("--skip", type=int, default=20, help="candidates committed before the window opens")
+    parser.add_argument("--skip", type=int, default=20, help="candidates finished before the window opens")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-mlflow", dest="mlflow", action="store_false")
     parser.add_argument("--profile", action="store_true", help="yappi (CPU clock, all threads) in the window")

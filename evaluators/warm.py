@@ -39,6 +39,7 @@ from pathlib import Path
 from evoforge.evaluators.cgroup_pids import pids_cgroup_parent, process_limit_mechanism
 from evoforge.evaluators.fork_client import COMPAT_DIR, ForkServer, PreloadThreaded, ServerGone
 from evoforge.evaluators.task import EVALUATOR, Task
+from evoforge.infra.processes import own_cpu_s
 
 __all__ = ["COMPAT_DIR", "WARM", "ForkServer", "ServerGone", "WarmPool", "fingerprint", "preload_modules"]
 
@@ -85,6 +86,7 @@ class WarmPool:
         self._cold: dict[Path, tuple[tuple, str]] = {}  # task root -> (fingerprint, why it runs cold)
         self._lock = threading.Lock()
         self.counts: Counter[str] = Counter()
+        self._retired_cpu_s = 0.0
 
     async def server_for(self, task: Task) -> ForkServer | None:
         """The task's running fork server, started or replaced as needed; None: run it cold."""
@@ -146,12 +148,22 @@ class WarmPool:
     def _drop(self, root: Path) -> None:
         server = self._servers.pop(root, None)
         if server is not None:
+            if server.proc is not None:
+                self._retired_cpu_s += own_cpu_s(server.proc.pid)
             server.retire()
 
     def _evict(self) -> None:
         while len(self._servers) > MAX_SERVERS:
             oldest = min(self._servers.values(), key=lambda s: s.used_at)
             self._drop(oldest.root)
+
+    def cpu_s(self) -> float:
+        """CPU seconds the fork servers used themselves (forking, confining, relaying; the
+        evaluations they forked are their children and are counted on the nodes)."""
+        with self._lock:
+            live = [s.proc.pid for s in self._servers.values() if s.proc is not None]
+            gone = self._retired_cpu_s
+        return gone + sum(own_cpu_s(pid) for pid in live)
 
     def note_retry(self) -> None:
         with self._lock:

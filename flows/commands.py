@@ -129,6 +129,12 @@ def status_text(status: dict[str, Any]) -> str:
                           f"{servers.get('restarted_crashed', 0)} after a crash, "
                           f"{servers.get('retried_candidates', 0)} candidates evaluated again)")
             lines.append(f"warm sandbox  {sandbox['warm']}{counts}")
+    if "sinks" in status:
+        lag = status.get("records_lag_s", 0.0)
+        lines.append(f"records       {len(status['sinks'])} sinks, lag {lag:.1f} s")
+    for name, failure in (status.get("tracking_failures") or {}).items():
+        lines.append(f"not recorded  {name}: {failure['failures']} batches failed "
+                     f"(last: {failure['last_error']}; run.log has the traceback)")
     if status.get("stop_reason"):
         lines.append(f"stop reason   {status['stop_reason']}")
     return "\n".join(lines)

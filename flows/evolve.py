@@ -129,6 +129,8 @@ async def run_prepared(prepared: Prepared) -> dict[str, Any]:
             return await flow_fn(prepared.request)
     finally:
         await prepared.llm.close()
+        if prepared.analysis_llm is not None:
+            await prepared.analysis_llm.close()
         token.var.reset(token)
 
 
@@ -141,7 +143,7 @@ async def evolution_run(request: RunRequest) -> dict[str, Any]:
     prepared.run_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - startup, nothing runs yet
     cases = await list_cases(task, scratch_root=prepared.run_dir) if task.case_based else None
     session = open_session(task, cfg, prepared.run_dir, llm, prepared.workspace, prepared.pipeline,
-                           cases=cases, cognition=prepared.cognition)
+                           cases=cases, cognition=prepared.cognition, analysis_llm=prepared.analysis_llm)
     handler = attach_run_log(session.paths.log)
     api_log = attach_prefect_log()  # evoforge's INFO lines in the flow run's Logs tab
     try:

@@ -26,7 +26,7 @@ from evoforge.cognition.seeding import task_seeds
 from evoforge.cognition.store import CognitionBase
 from evoforge.evaluators.task import Task, load_task
 from evoforge.infra.config import ConfigError, RunConfig
-from evoforge.infra.llm.factory import make_backend
+from evoforge.infra.llm.factory import endpoint_backend, make_backend
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
 from evoforge.infra.llm.types import LLMBackend
@@ -58,6 +58,7 @@ class Prepared:
     llm: LLMBackend
     pipeline: Pipeline
     cognition: CognitionBase | None = None  # the workspace's, shared by runs; None when off
+    analysis_llm: OpenAIBackend | None = None  # analyze.llm's endpoint; None: the run's LLM
     checked: bool = False
 
     @property
@@ -85,6 +86,10 @@ class Prepared:
         elif announce and not isinstance(self.llm, (OpenAIBackend, Router)):
             print("[evoforge] LLM: none configured, using the offline proposer (no LLM; set "
                   "--llm-base-url or EVOFORGE_LLM_BASE_URL to use one)", file=sys.stderr)
+        if not self.checked and self.analysis_llm is not None:
+            model = await self.analysis_llm.check()
+            if announce:
+                print(f"[evoforge] analysis LLM: {model} at {self.analysis_llm.base_url}", file=sys.stderr)
         self.checked = True
 
 
@@ -103,7 +108,9 @@ def prepare(request: RunRequest) -> Prepared:
     task = load_task(request.task)
     pipeline = build_pipeline(cfg)
     cognition = open_cognition(cfg, Path(cfg.workspace).resolve(), task)
-    return Prepared(request, task, make_backend(cfg.llm, cfg.seed), pipeline, cognition)
+    analysis = cfg.analyze.llm
+    analysis_llm = endpoint_backend(cfg.llm, analysis, cfg.seed, "analyze.llm") if analysis else None
+    return Prepared(request, task, make_backend(cfg.llm, cfg.seed), pipeline, cognition, analysis_llm)
 
 
 def build_pipeline(cfg: RunConfig) -> Pipeline:

@@ -167,7 +167,8 @@ def _resumed_items(nodes: list[Node], by_id: dict[str, Node], seed: Node | None)
 
 def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, workspace: Path,
                  pipeline: Pipeline, cases: list[str] | None = None,
-                 cognition: CognitionBase | None = None) -> Session:
+                 cognition: CognitionBase | None = None,
+                 analysis_llm: LLMBackend | None = None) -> Session:
     """Create or resume the run in `run_dir`."""
     paths = RunPaths(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -195,7 +196,8 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, wor
                        limits=sandbox_limits(task, cfg), scratch=paths.scratch, history=state.history,
                        case_order=state.case_order, cognition=cognition, run_cognition=run_base,
                        optuna_url=f"sqlite:///{paths.optuna_db.resolve()}", plan=state.rounds.plan,
-                       shares=state.shares, repeats=state.repeats, paths=paths)
+                       shares=state.shares, repeats=state.repeats, paths=paths,
+                       analysis_llm=analysis_llm)
     accounting = ModelAccounting(task.search_level, maximize, cfg.llm.prices)
     target = (tracking_target(workspace, task.name, cfg.tracking.tracking_uri, cfg.tracking.experiment)
               if tracker is not None else None)

@@ -1,6 +1,8 @@
 """The run's periodic snapshot: status.json's numbers and the leaderboards, built on the flow's
 event loop from the in-memory state (a few milliseconds every `engine.progress_interval_s`) and
 handed to the sinks to write; the live display and the Prefect progress read the same numbers.
+`cpu` says where the orchestration's CPU went: the event loop's thread, the whole flow process,
+the sinks' threads, the fork servers (their own work, not the evaluations they fork).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import os
 import time
 from typing import Any
 
+from evoforge.evaluators.warm import WARM
 from evoforge.flows.run_state import RunState
 from evoforge.stages.reports.leaderboard import leaderboard_md, leaderboard_rows
 from evoforge.stages.reports.status import status_dict
@@ -29,9 +32,13 @@ def build_snapshot(state: RunState, hub: SinkHub, task_name: str, facts: dict[st
                     "busy_s": round(h.busy_s, 3), "cpu_s": round(h.cpu_s, 3), **own.get(name, {})}
              for name, h in health.items()}
     failures = hub.failures()
+    cpu = {"loop_s": round(time.thread_time(), 3),  # the caller's thread: the flow's event loop
+           "process_s": round(time.process_time(), 3),  # every thread of the flow's process
+           "sinks_s": round(sum(h.cpu_s for h in health.values()), 3),
+           "fork_servers_s": round(WARM.cpu_s(), 3), "evaluations_s": round(state.stats.eval_cpu_s, 3)}
     status = status_dict(state.stats, state.pool, state.wall_s(), {
         **facts, "pid": os.getpid(), "updated_at": time.time(), "models": models,
-        "tracking_failures": failures, "sinks": sinks, "records_lag_s": hub.lag_s(), **gauges})
+        "tracking_failures": failures, "sinks": sinks, "records_lag_s": hub.lag_s(), "cpu": cpu, **gauges})
     return {"status": status,
             "leaderboard_md": leaderboard_md(task_name, state.pool, plan=state.rounds.plan,
                                              history=state.history.updates,

@@ -234,6 +234,12 @@ class AnalyzeConfig(_Section):
     enabled: bool = True
     max_output_chars: int = Field(default=2000, ge=200)  # evaluator output / errors it is shown
     write_back: bool = True  # lessons that generalise go to the cognition base, deduplicated
+    # the LLM calls analysis costs: a share of the candidates (chosen by node id, so a resumed run
+    # picks the same), several candidates per call, another endpoint (a smaller model)
+    share: float = Field(default=1.0, gt=0, le=1)
+    batch: int = Field(default=1, ge=1, le=32)  # candidates per call
+    batch_wait_s: float = Field(default=10.0, gt=0)  # the longest a candidate waits for its batch
+    llm: EndpointConfig | None = None  # None: the run's LLM
 
 
 class JudgeConfig(_Section):

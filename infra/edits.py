@@ -1,12 +1,7 @@
 """The answer format: SEARCH/REPLACE blocks or one fenced full program, parsed and applied.
 
-A diff answer carries aider/OpenEvolve-style blocks::
-
-    <<<<<<< SEARCH
-    exact old lines
-    =======
-    new lines
-    >>>>>>> REPLACE
+A diff answer carries aider/OpenEvolve-style blocks: a ``<<<<<<< SEARCH`` line, the exact old
+lines, a ``=======`` line, the new lines, and a ``>>>>>>> REPLACE`` line.
 
 Blocks apply in order, each to the program as the blocks before it left it. A SEARCH text
 matches whole lines: first exactly (line endings aside), then, if that finds nothing, ignoring

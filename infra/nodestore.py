@@ -1,4 +1,11 @@
-"""The node database: one DuckDB file per run, written by one writer (the commit stage)."""
+"""The node database: one DuckDB file per run, written by one writer (its sink's thread).
+
+Rows are appended, never updated in place: each write of a node adds a version of it to
+`node_rows`, and the view `nodes` shows the latest version of each (measured here: an append
+costs a third of DuckDB's insert-or-replace on a primary key, ~2 ms against ~6 ms a
+transaction). Closing the writer drops the older versions. A file of an earlier evoforge, whose
+`nodes` is a table keyed by id, is moved over when a writer opens it; a reader reads it as it is.
+"""
 
 from __future__ import annotations
 
@@ -70,11 +77,12 @@ def _fold_legacy(owned: dict[str, Any], owner: str, name: str, value: Any) -> No
 
 
 def _schema() -> str:
-    cols = []
-    for f in fields(Node):
-        sql = _sql_type(f.type)
-        cols.append(f"{f.name} {sql}" + (" PRIMARY KEY" if f.name == "id" else ""))
-    return "CREATE TABLE IF NOT EXISTS nodes (" + ", ".join(cols) + ")"
+    cols = [f"{f.name} {_sql_type(f.type)}" for f in fields(Node)]
+    return "CREATE TABLE IF NOT EXISTS node_rows (" + ", ".join(cols) + ")"
+
+
+_LATEST = ("CREATE OR REPLACE VIEW nodes AS SELECT * EXCLUDE (_version) FROM (SELECT *, row_number() "
+           "OVER (PARTITION BY id ORDER BY rowid DESC) AS _version FROM node_rows) WHERE _version = 1")
 
 
 class NodeStore:
@@ -88,35 +96,56 @@ class NodeStore:
             if "lock" in str(exc).lower():
                 raise StoreBusyError(f"{self.path} is held by a running evoforge process") from None
             raise
+        self._writer = not read_only
         if not read_only:
             # one writer, small transactions: a pool of query threads only spins (measured: a
             # one-row flush costs ~25% less CPU with one thread)
             self._con.execute("SET threads = 1")
+            self._move_keyed_table()
             self._con.execute(_schema())
             self._con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
             self._con.execute(_FINAL_SCHEMA)
             self._add_missing_columns()
+            self._con.execute(_LATEST)
         have = {r[0] for r in self._con.execute("DESCRIBE nodes").fetchall()}
         self._readable = [c for c in _COLUMNS if c in have]  # a read-only older file lacks new ones
         self._legacy = [c for c in _LEGACY if c in have]
 
+    def _move_keyed_table(self) -> None:
+        """An earlier evoforge's `nodes` table (one row per id, a primary key) becomes the first
+        versions of `node_rows`, in one transaction."""
+        kinds = dict(self._con.execute("SELECT table_name, table_type FROM information_schema.tables "
+                                       "WHERE table_name IN ('nodes', 'node_rows')").fetchall())
+        if kinds.get("nodes") != "BASE TABLE" or "node_rows" in kinds:
+            return
+        self._con.execute("BEGIN TRANSACTION")
+        self._con.execute("CREATE TABLE node_rows AS SELECT * FROM nodes ORDER BY created_at, id")
+        self._con.execute("DROP TABLE nodes")
+        self._con.execute("COMMIT")
+
     def _add_missing_columns(self) -> None:
         """A database written by an older evoforge gains the node fields added since (empty)."""
-        have = {r[0] for r in self._con.execute("DESCRIBE nodes").fetchall()}
+        have = {r[0] for r in self._con.execute("DESCRIBE node_rows").fetchall()}
         for f in fields(Node):
             if f.name not in have:
-                self._con.execute(f"ALTER TABLE nodes ADD COLUMN {f.name} {_sql_type(f.type)}")
+                self._con.execute(f"ALTER TABLE node_rows ADD COLUMN {f.name} {_sql_type(f.type)}")
 
     def reader(self) -> NodeStore:
         """A reader on the same database for another thread (a cursor: its own connection to the
         same instance, so the writer's thread keeps its own)."""
         other = object.__new__(NodeStore)
-        other.path, other._con = self.path, self._con.cursor()
+        other.path, other._con, other._writer = self.path, self._con.cursor(), False
         other._readable, other._legacy = self._readable, self._legacy
         return other
 
     def close(self) -> None:
-        self._con.close()
+        """Close; the writer first drops the versions of nodes that a later one replaced."""
+        try:
+            if self._writer:
+                self._con.execute("DELETE FROM node_rows WHERE rowid NOT IN "
+                                  "(SELECT max(rowid) FROM node_rows GROUP BY id)")
+        finally:
+            self._con.close()
 
     def __enter__(self) -> NodeStore:
         return self
@@ -125,11 +154,11 @@ class NodeStore:
         self.close()
 
     def put(self, node: Node) -> None:
-        """Insert or replace one node."""
+        """Record one node (its latest version)."""
         self.write([node], {})
 
     def write(self, nodes: list[Node], meta: dict[str, Any]) -> None:
-        """Insert or replace nodes and set meta keys, all in one transaction."""
+        """Record the nodes (a new version of each) and set meta keys, all in one transaction."""
         if not nodes and not meta:
             return
         rows = []
@@ -147,12 +176,12 @@ class NodeStore:
                                              schema=_SCHEMA)
                 self._con.register("_evoforge_batch", batch)
                 try:
-                    self._con.execute(f"INSERT OR REPLACE INTO nodes ({_NAMES}) "
+                    self._con.execute(f"INSERT INTO node_rows ({_NAMES}) "
                                       f"SELECT {_NAMES} FROM _evoforge_batch")
                 finally:
                     self._con.unregister("_evoforge_batch")
             elif rows:
-                self._con.executemany(f"INSERT OR REPLACE INTO nodes ({_NAMES}) VALUES ({marks})", rows)
+                self._con.executemany(f"INSERT INTO node_rows ({_NAMES}) VALUES ({marks})", rows)
             if meta:  # one statement: each costs ~1.5 ms of CPU, whatever its size
                 self._con.execute("INSERT OR REPLACE INTO meta VALUES " + ", ".join("(?, ?)" for _ in meta),
                                   [part for key, value in meta.items() for part in (key, json.dumps(value))])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+from pathlib import Path
 
 
 def wait_or_kill(proc: subprocess.Popen, timeout_s: float = 5.0) -> int:
@@ -12,3 +14,13 @@ def wait_or_kill(proc: subprocess.Popen, timeout_s: float = 5.0) -> int:
     except subprocess.TimeoutExpired:
         proc.kill()
         return proc.wait()
+
+
+def own_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used itself, its children left out
+    (0.0 when it is gone or /proc is not there)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

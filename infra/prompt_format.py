@@ -95,6 +95,50 @@ def is_analysis_prompt(prompt: str) -> bool:
     return re.search("^" + re.escape(ANALYSIS_MARKER), prompt, re.M) is not None
 
 
+# Batched analysis (`analyze.batch`): several candidates' requests in one prompt, one report each.
+CANDIDATE_LINE = "=== Candidate {} ==="  # opens each candidate's request in a batched prompt
+REPORT_LINE = "=== Report {} ==="  # opens each candidate's report in the answer
+_CANDIDATE_RE = re.compile(r"^=== Candidate (\S+) ===[ \t]*$", re.M)
+_REPORT_RE = re.compile(r"^[ \t#*]*=== Report (\S+) ===[ \t*]*$", re.M)
+
+
+def join_analysis_requests(requests: list[tuple[str, str]]) -> str:
+    """One prompt asking for a report on each (node id, request text), in order.
+
+    >>> prompt = join_analysis_requests([("a1", "Analysis request: one"), ("b2", "Analysis request: two")])
+    >>> [node for node, _ in split_analysis_requests(prompt)]
+    ['a1', 'b2']
+    """
+    head = (f"This message holds {len(requests)} analysis requests, each under a line "
+            f"`{CANDIDATE_LINE.format('<id>')}`. Answer each one in turn: start its report with the "
+            f"line `{REPORT_LINE.format('<id>')}` (the same id), then write the report that request "
+            f"asks for.")
+    return "\n\n".join([head, *(f"{CANDIDATE_LINE.format(node)}\n{text}" for node, text in requests)])
+
+
+def split_analysis_requests(prompt: str) -> list[tuple[str, str]]:
+    """The (node id, request text) pairs of a batched prompt; empty for a single request."""
+    marks = list(_CANDIDATE_RE.finditer(prompt))
+    return [(m.group(1), prompt[m.end():marks[i + 1].start() if i + 1 < len(marks) else len(prompt)].strip())
+            for i, m in enumerate(marks)]
+
+
+def join_reports(reports: list[tuple[str, str]]) -> str:
+    """An answer to a batched prompt: each (node id, report) under its report line."""
+    return "\n\n".join(f"{REPORT_LINE.format(node)}\n{text.strip()}" for node, text in reports) + "\n"
+
+
+def split_reports(answer: str) -> dict[str, str]:
+    """The reports of an answer to a batched prompt, by node id (a node it skipped is missing).
+
+    >>> split_reports(join_reports([("a1", "## What happened\\nIt rose."), ("b2", "none")]))["b2"]
+    'none'
+    """
+    marks = list(_REPORT_RE.finditer(answer))
+    return {m.group(1): answer[m.end():marks[i + 1].start() if i + 1 < len(marks) else len(answer)].strip()
+            for i, m in enumerate(marks)}
+
+
 def render_comparison(facts: dict[str, str]) -> str:
     """The computed comparison section: one `- key: value` line per fact."""
     return "\n".join([COMPARISON_HEADER, *(f"- {key}: {value}" for key, value in facts.items())]) + "\n"

@@ -9,6 +9,7 @@ a parse that succeeded raise ``SystemError: AST constructor recursion depth mism
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 
 _RETRIES = 5
 
@@ -22,3 +23,11 @@ def parse(source: str, filename: str = "<unknown>") -> ast.Module:
             if "recursion depth mismatch" not in str(exc) or attempt == _RETRIES - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+@lru_cache(maxsize=256)
+def parse_program(source: str) -> ast.Module:
+    """`parse` of a candidate's program, once: the guardrails, the knob space and the hard-coded
+    value check all read the same tree (callers must not change it). A SyntaxError is raised
+    each time."""
+    return parse(source, "<candidate>")

@@ -21,7 +21,7 @@ from typing import Any
 
 _STAGE_GAUGES = ("workers", "busy", "queue", "finished")
 _COUNTERS = ("evaluations", "nodes_evaluated", "nodes_failed", "proposals", "best_score",
-             "candidates_per_min", "in_flight", "commit_queue", "research_target")
+             "candidates_per_min", "in_flight", "research_target", "records_lag_s", "cpu")
 
 
 def stage_gauges(status: dict[str, Any]) -> dict[str, dict[str, int]]:

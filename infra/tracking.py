@@ -115,6 +115,13 @@ def browse_hint(target: TrackingTarget, run_id: str) -> str:
     return f"{target.ui_command()}  (then open {page})"
 
 
+def _record(run: ChildRun) -> Any:
+    """A nested run (an Optuna trial, a promoted candidate) as the bulk writer takes it."""
+    from evoforge.infra.mlflow_bulk import RunRecord
+
+    return RunRecord(run.name, None, run.params, run.metrics, run.tags, run.status, run.texts)
+
+
 class Tracker:
     """The run's parent MLflow run and the nested runs under it, written synchronously."""
 
@@ -157,16 +164,25 @@ class Tracker:
     def log_runs(self, runs: Sequence[tuple[ChildRun, Sequence[ChildRun], Sequence[LLMCall]]]) -> None:
         """Nested runs under the parent (params, metrics, tags, text artifacts), each with its
         children nested under it (e.g. its Optuna trials) and its LLM calls as traces linked to
-        it; the traces of the whole batch are written in one transaction."""
-        traces: list[tuple[str | None, list[Any]]] = []
+        it. A batch is two writes: the spans of all its traces, then all its runs with their
+        trace links in one transaction (infra/mlflow_bulk.py; per call on a tracking server)."""
+        from evoforge.infra.mlflow_bulk import RunRecord, write_runs
+
+        spans: list[Any] = []
+        records = []
         for run, children, calls in runs:
-            rid = self._run(self.parent_run_id or "", run)
-            for child in children:
-                self._run(rid, child)
+            trace_ids: list[str] = []
             if calls:
                 tags = {k: run.tags[k] for k in TRACE_TAGS if k in run.tags}
-                traces.append((rid, trace_spans(list(calls), tags)))
-        self._write_traces(traces)
+                mine = trace_spans(list(calls), tags)
+                spans += mine
+                trace_ids = [span.trace_id for span in mine]
+            records.append(RunRecord(run.name, self.parent_run_id, run.params, run.metrics, run.tags,
+                                     run.status, run.texts, [_record(c) for c in children],
+                                     trace_ids=trace_ids))
+        if spans:
+            self._tracing_client().log_spans(self._experiment_id, spans)
+        write_runs(self._uri, self._experiment_id, records)
 
     def log_parent_traces(self, calls: Sequence[LLMCall], tags: dict[str, str] | None = None) -> None:
         """LLM calls made for the run rather than one candidate (the plan agent's), linked to the
@@ -186,13 +202,15 @@ class Tracker:
                      done.killed, done.removed, done.logged)
 
     def _write_traces(self, batches: list[tuple[str | None, list[Any]]]) -> None:
-        if not any(spans for _, spans in batches):
-            return
+        if any(spans for _, spans in batches):
+            write_traces(self._tracing_client(), self._client, self._experiment_id, batches)
+
+    def _tracing_client(self) -> Any:
         if self._tracing is None:
             from mlflow.tracing.client import TracingClient
 
             self._tracing = TracingClient(self._uri)
-        write_traces(self._tracing, self._client, self._experiment_id, batches)
+        return self._tracing
 
     def _run(self, parent: str, run: ChildRun) -> str:
         created = self._client.create_run(self._experiment_id, run_name=run.name,

@@ -1,20 +1,34 @@
 """Analyze (ASI-Evolve's Analyzer): a structured report on every evaluated candidate — what changed,
 what happened, why, what to try next — and the lessons it offers the cognition base.
 
-The analyze stage plug-in, spliced in behind the engineer: it sees every candidate the engineer
-hands on (evaluated, failed, pruned) and passes over the ones never evaluated (duplicates, stale
-drops). It only fills in the node (`analysis`, `lessons`, its LLM cost): the commit persists the
-report (analysis.md, MLflow) and writes the lessons back. A failed LLM call leaves a report
+The analyze stage plug-in, the last of the main line: it sees every candidate the engineer hands
+on (evaluated, failed, pruned) and passes over the ones never evaluated (duplicates, stale
+drops). It only fills in the node (`analysis`, `lessons`, its LLM cost): the sinks record the
+report (analysis.md, MLflow) and write the lessons back. A failed LLM call leaves a report
 saying so and never fails the candidate.
+
+What analysis costs in LLM calls is a setting: `analyze.share` analyses a share of the
+candidates (chosen by node id, so a resumed run picks the same ones), `analyze.batch` asks for
+several candidates' reports in one call (a candidate waits at most `analyze.batch_wait_s` for
+its batch to fill), and `analyze.llm` sends the calls to another endpoint (a smaller model).
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
+from evoforge.infra.llm_traces import LLMCall, note_calls, recording
 from evoforge.infra.nodes import Node
-from evoforge.infra.prompt_format import ANALYSIS_SECTIONS, EXTRA_SECTION, parse_analysis
-from evoforge.stages.analysis_prompt import analysis_messages
+from evoforge.infra.prompt_format import (
+    ANALYSIS_SECTIONS,
+    EXTRA_SECTION,
+    join_analysis_requests,
+    parse_analysis,
+    split_reports,
+)
+from evoforge.stages.analysis_prompt import SYSTEM, analysis_messages
 from evoforge.stages.pipeline.authorship import LESSONS_BY, answer_author, answer_kind, answer_label
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
@@ -31,15 +45,73 @@ class Analyze(Stage):
     task_run_name = "analyze-{label}"
     workers_like = "research"  # an LLM stage: as many calls at once as research makes
 
+    def __init__(self) -> None:
+        self._batch: list[tuple[Item, asyncio.Future[Answer]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.analyze.enabled
 
-
     def skips(self, item: Item, ctx: StageContext) -> bool:
-        return item.node is None or not item.node.was_evaluated
+        node = item.node
+        return node is None or not node.was_evaluated or not chosen(node.id, ctx.config.analyze.share)
 
     async def run(self, item: Item, ctx: StageContext) -> StageResult:
-        return await analyze(item, ctx)
+        if ctx.config.analyze.batch <= 1:
+            return await analyze(item, ctx)
+        return await self._batched(item, ctx)
+
+    async def _batched(self, item: Item, ctx: StageContext) -> StageResult:
+        """This item's report from a call shared with up to `analyze.batch - 1` others."""
+        assert item.node is not None
+        done: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        self._batch.append((item, done))
+        cfg = ctx.config.analyze
+        if len(self._batch) >= cfg.batch:
+            self._send(ctx)
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(cfg.batch_wait_s, self._send, ctx)
+        answer, calls = await done  # a bug there raises here: this node's internal error
+        node = item.node.copy()
+        if calls:
+            note_calls(calls)  # the call's trace, on the first candidate of the batch
+        if isinstance(answer, LLMError):
+            return StageResult(_failed(node, ctx, answer))
+        reports = split_reports(answer.text)
+        text = reports.get(node.id)
+        if text is None:
+            node.analysis = (f"# No analysis of node {node.id}\n_The batched analysis answer had no report "
+                             f"for it._\n")
+            node.artifacts[ANALYSIS_BY] = "nobody: the batched answer skipped it"
+            return StageResult(node)
+        share = len(reports) or 1  # the call's cost, shared by the candidates it reported on
+        node.llm_s += answer.seconds / share
+        node.tokens_in += answer.tokens_in // share
+        node.tokens_out += answer.tokens_out // share
+        return StageResult(_reported(node, answer, text, ctx))
+
+    def _send(self, ctx: StageContext) -> None:
+        """Ask for the reports of the batch gathered so far, in one call."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._batch = self._batch, []
+        if batch:
+            asyncio.get_running_loop().create_task(_ask_batch(batch, ctx))
+
+
+def chosen(node_id: str, share: float) -> bool:
+    """Whether the candidate is one of the analysed `share`: by its id, the same on every resume.
+
+    >>> chosen("0000aaaa0000", 0.25), chosen("ffffffff0000", 0.25), chosen("ffffffff0000", 1.0)
+    (True, False, True)
+    """
+    if share >= 1:
+        return True
+    try:
+        return int(node_id[:8], 16) / 0x1_0000_0000 < share
+    except ValueError:
+        return True
 
 
 async def analyze(item: Item, ctx: StageContext) -> StageResult:
@@ -51,18 +123,54 @@ async def analyze(item: Item, ctx: StageContext) -> StageResult:
     node = item.node.copy()
     messages = analysis_messages(item, ctx)
     try:
-        completion = await ask_llm(ctx, node, messages)
+        completion = await ask_llm(ctx, node, messages, ctx.analysis_llm)
     except LLMError as exc:
-        node.analysis = failed_report(node, ctx.llm, exc)
-        node.artifacts[ANALYSIS_BY] = f"nobody: the analysis call failed ({exc})"
-        return StageResult(node)
-    sections, lessons = parse_analysis(completion.text)
+        return StageResult(_failed(node, ctx, exc))
+    return StageResult(_reported(node, completion, completion.text, ctx))
+
+
+Answer = tuple["Completion | LLMError", list[LLMCall]]  # a batch's outcome and the call's trace
+
+
+async def _ask_batch(batch: list[tuple[Item, asyncio.Future[Answer]]], ctx: StageContext) -> None:
+    """One call for the batch's reports; every waiting candidate gets the answer (or the LLM's
+    error); any other error is raised in every waiting stage run, so none waits for ever."""
+    try:
+        requests = [(item.node.id, analysis_messages(item, ctx)[-1]["content"]) for item, _ in batch
+                    if item.node is not None]
+        messages = [{"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": join_analysis_requests(requests)}]
+        cost = batch[0][0].node.copy()  # where ask_llm counts the call: shared out by each candidate
+        with recording("analyze") as log:
+            try:
+                outcome: Completion | LLMError = await ask_llm(ctx, cost, messages, ctx.analysis_llm)
+            except LLMError as exc:
+                outcome = exc
+        first = batch[0][0].node.id
+        for item, done in batch:
+            if not done.done():
+                done.set_result((outcome, log.calls if item.node.id == first else []))
+    except Exception as exc:
+        for _, done in batch:
+            if not done.done():
+                done.set_exception(exc)
+
+
+def _reported(node: Node, completion: Completion, text: str, ctx: StageContext) -> Node:
+    """The node with the report `text` (of `completion`'s author) and its lessons."""
+    sections, lessons = parse_analysis(text)
     node.analysis = render_report(node, completion, sections, lessons)
     node.artifacts[ANALYSIS_BY] = answer_author(completion, "analyzer")
     if ctx.config.analyze.write_back and lessons:
         node.lessons = lessons
         node.artifacts[LESSONS_BY] = answer_kind(completion)  # an LLM's reach the shared base
-    return StageResult(node)
+    return node
+
+
+def _failed(node: Node, ctx: StageContext, exc: LLMError) -> Node:
+    node.analysis = failed_report(node, ctx.analysis_llm or ctx.llm, exc)
+    node.artifacts[ANALYSIS_BY] = f"nobody: the analysis call failed ({exc})"
+    return node
 
 
 def render_report(node: Node, completion: Completion, sections: dict[str, str], lessons: list[str]) -> str:

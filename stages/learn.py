@@ -11,6 +11,7 @@ written back by the commit.
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 
 from evoforge.cognition.entries import CognitionItem
@@ -23,7 +24,8 @@ from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item, ItemUpdate
 
-_QUERY_CHARS = 1500
+_MOTIVATION_CHARS, _NEXT_CHARS = 200, 300
+_NEXT = re.compile(r"^## What to try next\n(.*?)(?=^## |\Z)", re.S | re.M)
 
 
 @dataclass
@@ -34,10 +36,22 @@ class LearnData(NodeData, owner="learn"):
 
 
 def learn_query(item: Item, task_description: str) -> str:
-    """What the base is asked: the parent's analysis (or motivation), then the task."""
+    r"""What the base is asked, short (an embedding's cost grows with its tokens: ~25 ms of CPU for
+    MiniLM's 256, ~6 ms for 60): what the parent tried (its motivation) and, from the Analyzer's
+    report on it, what to try next; without a report, the task's first words.
+
+    >>> from evoforge.infra.nodes import Node
+    >>> parent = Node(id="p", run_id="r", code="", motivation="Bigger corner circles.",
+    ...               analysis="## What happened\nScore rose.\n## What to try next\nShrink the middle row.\n")
+    >>> learn_query(Item(v_i=0, parent=parent), "Pack 26 circles.")
+    'Bigger corner circles.\nShrink the middle row.'
+    """
     parent = item.parent
-    known = parent.analysis.strip() or parent.motivation.strip()
-    return f"{known[:_QUERY_CHARS]}\n\n{task_description[:_QUERY_CHARS]}".strip()
+    tried = " ".join(parent.motivation.split())[:_MOTIVATION_CHARS]
+    found = _NEXT.search(parent.analysis)
+    then = " ".join(found.group(1).split())[:_NEXT_CHARS] if found else " ".join(
+        task_description.split())[:_NEXT_CHARS]
+    return f"{tried}\n{then}".strip()
 
 
 def retrieve(shared: CognitionBase, run_base: CognitionBase | None, query: str, k: int, task: str,

@@ -6,10 +6,13 @@ here; kept and patched ones go back to the engineer, dropped ones to the commit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
+from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import STALE
 from evoforge.infra.prompt_format import REFLECT_MARKER, parse_decision, render_program_section
 from evoforge.stages.pipeline.context import StageContext
@@ -21,6 +24,14 @@ from evoforge.stages.research import unified_diff
 from evoforge.stages.research_prompt import DIFF_RULES, SYSTEM
 
 _MAX_UPDATES = 5
+
+
+@dataclass
+class ReflectData(NodeData, owner="reflect"):
+    """What reflection did to a node's lineage: the parent it was designed on, when it was
+    patched onto the best program (its `parent_id` is then the best's)."""
+
+    patched_from: str | None = None
 
 
 def reflection_messages(item: Item, ctx: StageContext, history: PoolHistory) -> list[dict[str, str]]:
@@ -91,7 +102,7 @@ async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> StageR
         except EditError as exc:
             node.reflection += f"; reflection: patch unusable ({exc}): kept"
             return StageResult(node, updates=back)
-        node.artifacts["patched_from_code_of"] = item.parent.id
+        ReflectData.of(node).patched_from = item.parent.id
         node.code, node.diff = code, unified_diff(best.code, code)
         node.parent_id, node.pool_version = best.id, ctx.pool.v
         node.reflection += f"; reflection: patched onto {best.id}"

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
 
 from evoforge.flows.cli import main
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
-from evoforge.infra.nodes import EVALUATED, PRUNED, ROLLED_BACK, STALE
+from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, ROLLED_BACK, STALE
 from evoforge.infra.nodestore import NodeStore
+from evoforge.infra.timeline import read_timeline
+from evoforge.stages.reflect import ReflectData
+from evoforge.stages.research import unified_diff
 from tests.helpers import prefect_run_of, read_nodes, read_status
 
 pytestmark = pytest.mark.slow
@@ -50,21 +54,45 @@ def test_reflective_reflects_over_http_and_records_each_decision(tmp_path):
                         # the Analyzer delays each result's commit by one LLM call, and with it the
                         # pool updates that make items stale: off here, where staleness is the point
                         "analyze": {"enabled": False},
-                        "adaptive": {"enabled": True, "tau_s": 0.5}}, 40,
+                        # a fast LLM makes research (8 workers) far faster than the evaluations and
+                        # reflections it feeds, so adaptive control moves workers in every run; a
+                        # timeline line every 0.2 s (finer than tau) shows a pool before and after
+                        "adaptive": {"enabled": True, "tau_s": 0.5},
+                        "engine": {"progress_interval_s": 0.2}}, 40,
                        "--llm-base-url", sim.base_url)
     nodes = read_nodes(run_dir)
+    by_id = {n.id: n for n in nodes}
     status = read_status(run_dir)
     reflected = [n for n in nodes if "reflection:" in n.reflection]
     assert reflected and status["reflected"] == len(reflected)
-    for node in reflected:
-        assert any(word in node.reflection for word in ("kept", "patched onto", "dropped"))
-        if "dropped" in node.reflection:
-            assert node.status == STALE
+    for node in reflected:  # the decision recorded on each node is what happened to it
+        verdict = node.reflection.rsplit("reflection: ", 1)[1]
+        if verdict == "dropped":
+            assert node.status == STALE and not node.was_evaluated, (node.id, node.status)
+        elif verdict.startswith("patched onto "):  # its idea re-applied to the best: a new parent
+            onto = verdict.removeprefix("patched onto ")
+            assert node.status in (EVALUATED, FAILED) and node.parent_id == onto, (node.id, node.status)
+            assert node.diff == unified_diff(by_id[onto].code, node.code), node.id
+            assert ReflectData.peek(node).patched_from not in (None, onto), (node.id, node.owned)
+        else:  # kept: evaluated as it was designed, on the parent it was designed on
+            assert verdict.endswith("kept"), node.reflection
+            assert node.status in (EVALUATED, FAILED), (node.id, node.status)
+            assert ReflectData.peek(node).patched_from is None, node.id
+            assert node.diff == unified_diff(by_id[node.parent_id].code, node.code), node.id
     patched = [n for n in reflected if "patched onto" in n.reflection]
     assert status["patched"] == len(patched)
     assert status["wasted_llm_s"] == pytest.approx(
         sum(n.llm_s for n in nodes if n.status in (STALE, ROLLED_BACK)), abs=0.01)
-    assert "adaptive_decisions" in status
+    # adaptive control acted: each decision is logged and counted, and the timeline shows the
+    # first one's pool go from its count before to its count after (lines with no worker are from
+    # before the engine started or after it stopped)
+    decisions = re.findall(r"adaptive: [+-]1 (\w+) \((\d+)->(\d+)\)", (run_dir / "run.log").read_text())
+    assert decisions and status["adaptive_decisions"] == len(decisions)
+    stage, before, after = decisions[0][0], int(decisions[0][1]), int(decisions[0][2])
+    workers = [w for row in read_timeline(run_dir / "timeline.jsonl")
+               if (w := row["stages"].get(stage, {}).get("workers", 0)) >= 1]
+    assert workers[0] == before and next((w for w in workers if w != before), None) == after, (
+        decisions[0], workers)
 
 
 def test_speculation_prunes_releases_and_settles(tmp_path):

@@ -157,11 +157,37 @@ def test_async_policy_issues_without_a_barrier(tmp_path):
 def test_adaptive_control_adds_a_worker_to_the_slow_stage(tmp_path):
     log = Log()
     controller = AdaptiveController(AdaptiveConfig(enabled=True, tau_s=0.1, max_workers={"research": 4}))
+    workers_after: list[tuple[str, int]] = []  # each research decision and the pool's workers after it
+    decide = controller.step
+
+    def step(engine):
+        taken = decide(engine)
+        for decision in taken:
+            if decision.split(" ", 2)[1] == "research":
+                log.add("decision", "research", decision)  # where it fell among the stage runs
+                workers_after.append((decision, engine.pools["research"].workers))
+        return taken
+
+    controller.step = step
     h = make_harness(tmp_path, [FakeResearch(log, 0.1, workers=1, high=4), FakeEngineer(log, 0.0)],
                      max_evals=25, controller=controller)
     _run(h.run())
-    added = [d for d in controller.decisions if d.split(" ", 2)[1:2] == ["+1"] and "research" in d]
+    added = [d for d, _ in workers_after if d.startswith("+1 research")]
     assert added, controller.decisions
+    for decision, workers in workers_after:  # "+1 research (1->2): ...": the pool has the 2 workers
+        assert workers == int(decision.split("->", 1)[1].split(")", 1)[0]), (decision, workers)
+    # the extra workers ran: research calls overlapped after the first +1, never before it
+    first = log.events.index(("decision", "research", added[0]))
+    running, overlap_before, overlap_after = 0, 0, 0
+    for i, (event, stage, _) in enumerate(log.events):
+        if stage != "research" or event == "decision":
+            continue
+        running += 1 if event == "start" else -1
+        if i < first:
+            overlap_before = max(overlap_before, running)
+        else:
+            overlap_after = max(overlap_after, running)
+    assert overlap_before == 1 and overlap_after >= 2, (overlap_before, overlap_after)
 
 
 def test_rollback_taint_reaches_descendants_at_any_depth():

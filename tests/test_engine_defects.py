@@ -23,6 +23,7 @@ from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, SPECULATIVE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths
+from evoforge.infra.timeline import read_timeline
 from evoforge.stages.population.history import PoolHistory
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.population.speculation import Reference, Speculation
@@ -87,7 +88,8 @@ def test_snapshots_show_a_speculative_node_without_crashing(tmp_path):
 def test_adaptive_control_makes_logged_decisions_when_a_stage_is_slow(tmp_path):
     config = tmp_path / "c.yaml"
     adaptive = {"enabled": True, "tau_s": 0.5, "max_workers": {"research": 6}}
-    config.write_text(json.dumps({"adaptive": adaptive}))
+    # a timeline line every 0.2 s: finer than tau, so it shows the research pool before and after a step
+    config.write_text(json.dumps({"adaptive": adaptive, "engine": {"progress_interval_s": 0.2}}))
     run_dir = tmp_path / "run"
     with SimulatorProcess(SimConfig(median_s=0.6, sigma=0.2, slots=8, seed=3)) as sim:
         code = main(["run", "circle_packing", "--run-dir", str(run_dir), "--workspace", str(tmp_path / "ws"),
@@ -95,9 +97,15 @@ def test_adaptive_control_makes_logged_decisions_when_a_stage_is_slow(tmp_path):
                      "--workers", "research=1,engineer=2", "--no-mlflow", "--quiet"])
     assert code == 0
     status = read_status(run_dir)
-    assert status["adaptive_decisions"] >= 1
     log = (run_dir / "run.log").read_text()
     assert "adaptive: +1 research (1->2)" in log
+    assert status["adaptive_decisions"] == log.count("evoforge.adaptive: adaptive: ") >= 1
+    # the effect: the research pool really grew. Lines with no research worker are from before the
+    # engine started or after it stopped.
+    research = [w for row in read_timeline(run_dir / "timeline.jsonl")
+                if (w := row["stages"].get("research", {}).get("workers", 0)) >= 1]
+    assert research[0] == 1, research  # as configured, until the first step
+    assert next((w for w in research if w != 1), None) == 2 and max(research) <= 6, research
 
 
 @pytest.mark.slow

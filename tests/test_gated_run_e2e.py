@@ -141,6 +141,30 @@ def test_trials_promotions_and_the_final_report_are_prefect_runs(gated_run):
             return [f.name for f in await client.read_flow_runs(limit=200)]
 
     flows = asyncio.run(subflows())
-    assert any(name.startswith("promotion-") for name in flows)
     assert any(name.startswith("final-report-") for name in flows)
-    assert any(name.startswith("promote-") for name in names) is False  # promote-* are in the subflow
+    # the promotion subflows hold one task run `promote-<node>` for exactly the nodes the node
+    # database says were promoted, each in the subflow of the round that promoted it
+    promoted = {n.id: n.promoted_round for n in read_nodes(run_dir) if n.promoted_round is not None}
+    runs = _promote_task_runs(read_status(run_dir)["run_id"])
+    assert promoted and sorted(name for name, _, _ in runs) == sorted(f"promote-{i}" for i in promoted)
+    assert {name: round_no for name, round_no, _ in runs} == {f"promote-{i}": r for i, r in promoted.items()}
+    assert all(state == "COMPLETED" for _, _, state in runs), runs
+    assert not [name for name in names if name.startswith("promote-")]  # none in the main flow run
+
+
+def _promote_task_runs(run_id: str) -> list[tuple[str, int, str]]:
+    """(name, round, state) of every task run in this run's promotion subflows."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    async def read() -> list[tuple[str, int, str]]:
+        async with get_client() as client:
+            subflows = [f for f in await client.read_flow_runs(limit=200)
+                        if f.name.startswith("promotion-") and f.parameters.get("run_id") == run_id]
+            assert subflows, "no promotion subflow of this run"
+            rounds = {f.id: f.parameters["round_no"] for f in subflows}
+            task_runs = await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=list(rounds))), limit=200)
+            return [(t.name, rounds[t.flow_run_id], t.state.type.value) for t in task_runs]
+
+    return asyncio.run(read())

@@ -14,36 +14,47 @@ STATUS = {"evaluations": 3, "best_score": 1.5, "candidates_per_min": 60.0, "node
           "tokens_in": 0, "tokens_out": 0}
 
 
-def _tick_for(seconds: float, show: bool) -> tuple[int, int, str]:
+def _tick_times(ticks: int, show: bool, out: io.StringIO | None = None,
+                status: dict | None = None, max_evals: int = 10) -> tuple[int, int, str]:
+    """Run the ticker (every 10 ms) until its `ticks`-th snapshot, then cancel it; returns the
+    snapshots taken, the `on_tick` calls and what it printed. The tick that took the last snapshot
+    has run its `on_tick` and its display by then: the ticker yields only at its sleep."""
     calls = {"snapshot": 0, "on_tick": 0}
-    out = io.StringIO()
-
-    def snapshot():
-        calls["snapshot"] += 1
-        return STATUS
-
-    def on_tick():
-        calls["on_tick"] += 1
+    out = out if out is not None else io.StringIO()
 
     async def run():
-        task = asyncio.create_task(tick(snapshot, 0.01, 10, out=out, on_tick=on_tick, show=show))
-        await asyncio.sleep(seconds)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        done = asyncio.Event()
+
+        def snapshot():
+            calls["snapshot"] += 1
+            if calls["snapshot"] == ticks:
+                done.set()
+            return status or STATUS
+
+        def on_tick():
+            calls["on_tick"] += 1
+
+        task = asyncio.create_task(tick(snapshot, 0.01, max_evals, out=out,
+                                        on_tick=on_tick, show=show))
+        try:
+            await asyncio.wait_for(done.wait(), timeout=10)  # a deadline, not a pace
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     asyncio.run(run())
     return calls["snapshot"], calls["on_tick"], out.getvalue()
 
 
 def test_quiet_ticking_still_snapshots_and_checks_the_budget_but_prints_nothing():
-    snapshots, checks, printed = _tick_for(0.2, show=False)
-    assert snapshots >= 5 and checks == snapshots and printed == ""
+    snapshots, checks, printed = _tick_times(5, show=False)
+    assert (snapshots, checks, printed) == (5, 5, "")  # every tick snapshots and checks the budget
 
 
 def test_shown_ticking_prints_the_progress_line():
-    _, _, printed = _tick_for(0.05, show=True)
-    assert "[evoforge] evals 3/10 | best 1.5" in printed
+    _, _, printed = _tick_times(1, show=True)  # the first tick prints (plain lines: then every 10 s)
+    assert printed == progress_line(STATUS, 10) + "\n" and "[evoforge] evals 3/10 | best 1.5" in printed
 
 
 LIVE_STATUS = {"evaluations": 42, "best_score": 1.80207, "candidates_per_min": 128.98, "nodes_failed": 7,
@@ -85,17 +96,8 @@ class _Terminal(io.StringIO):
 
 
 def test_on_a_terminal_the_ticker_redraws_the_display_in_place():
-    out = _Terminal()
-
-    async def run():
-        task = asyncio.create_task(tick(lambda: LIVE_STATUS, 0.01, 100, out=out))
-        await asyncio.sleep(0.1)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    asyncio.run(run())
-    printed = out.getvalue()
+    # two ticks: the display is drawn, then redrawn
+    _, _, printed = _tick_times(2, show=True, out=_Terminal(), status=LIVE_STATUS, max_evals=100)
     assert "evals 42/100" in printed and "research 3/4 busy" in printed
     assert "\x1b[1A" in printed  # cursor up: the display was redrawn over itself
     assert "[evoforge]" not in printed  # not the plain line

@@ -14,7 +14,7 @@ from evoforge.flows.bench_cli import add_bench_parser, run_bench
 from evoforge.infra.config import ConfigError, SearchConfig, load_config
 from evoforge.infra.nodes import EVALUATED, FAILED, SPECULATIVE, Node
 from evoforge.stages.population.pool import Pool
-from evoforge.stages.sample import IslandSampler, make_sampler, rebuild_sampler, sampler_names
+from evoforge.stages.sample import ParentSampler, make_sampler, rebuild_sampler, sampler_names
 from evoforge.stages.sample.credit import DescendantCredit
 from evoforge.stages.sample.greedy import GreedySampler
 from evoforge.stages.sample.islands import IslandsSampler
@@ -71,6 +71,30 @@ def test_every_policy_is_selectable_by_config(tmp_path):
     path.write_text("search:\n  sampler: annealing\n")
     with pytest.raises(ConfigError, match="sampler"):
         load_config(path, environ={})
+
+
+def test_every_policy_is_a_parent_sampler_with_every_hook():
+    hooks = ("select_parent", "select_parent_and_island", "on_node_added", "on_node_removed",
+             "on_node_rescored", "replay_selection", "diverse_nodes", "get_state")
+    for name in sampler_names():
+        sampler = make_sampler(cfg(sampler=name))
+        assert isinstance(sampler, ParentSampler)
+        assert all(callable(getattr(sampler, hook)) for hook in hooks)
+    with pytest.raises(TypeError, match="select_parent"):
+        ParentSampler(cfg())  # type: ignore[abstract]
+
+
+def test_a_policy_without_islands_gives_its_child_the_parents_island_and_random_diverse_nodes():
+    pool, rng = Pool(), random.Random(0)
+    sampler = make_sampler(cfg(exploitation=1.0, exploration=0.0))
+    nodes = [node(f"h{i}", float(i), island=i % 2) for i in range(6)]
+    add(pool, sampler, *nodes)
+    parent, island = sampler.select_parent_and_island(pool, rng)
+    assert parent.id == "h5" and island == 1
+    diverse = sampler.diverse_nodes(parent, pool, rng, 3)
+    assert len({n.id for n in diverse}) == 3 and parent not in diverse
+    sampler.replay_selection(nodes[-1], pool)  # nothing to account for: no state changes
+    assert sampler.get_state() == {"credit": {}}
 
 
 def test_metric_features_need_a_range():
@@ -233,7 +257,6 @@ def test_map_elites_on_a_task_metric():
 def test_first_children_of_the_seed_spread_over_the_islands_and_then_stay_home():
     pool, rng = Pool(), random.Random(0)
     sampler = make_sampler(cfg(sampler="islands", islands=5, migration_interval=1000))
-    assert isinstance(sampler, IslandSampler)
     seed = node("seed", 1.0)
     add(pool, sampler, seed)
     served = []
@@ -295,11 +318,7 @@ def _grow(sampler, pool: Pool, rng: random.Random, steps: int, prefix: str, all_
           fail_every: int = 4) -> None:
     """A run in miniature: select, make a child on the chosen island, evaluate (some fail), commit."""
     for i in range(steps):
-        if isinstance(sampler, IslandSampler):
-            parent, island = sampler.select_parent_and_island(pool, rng)
-        else:
-            parent = sampler.select_parent(pool, rng)
-            island = parent.island
+        parent, island = sampler.select_parent_and_island(pool, rng)
         failed = i % fail_every == fail_every - 1
         child = node(f"{prefix}{i}", parent.score_full + rng.gauss(0, 1), parent=parent, island=island,
                      a=rng.random(), status=FAILED if failed else EVALUATED)

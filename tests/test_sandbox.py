@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from evoforge.evaluators.evaluation import evaluate_program
 from evoforge.evaluators.sandbox import (
     SandboxLimits,
     run_sandboxed,
+    scratch_dir,
 )
 from evoforge.evaluators.task import Task, load_task
 from tests.helpers import RUN_EVALUATOR, processes_mentioning
@@ -58,6 +61,47 @@ def program(body: str) -> str:
 def evaluate(task: Task, body: str, scratch: Path, **limits: float) -> object:
     lim = SandboxLimits(**{"timeout_s": 10.0, **limits})
     return asyncio.run(evaluate_program(task, program(body), limits=lim, scratch_root=scratch))
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 5.0) -> bool:
+    """Poll `condition` until it holds or `timeout` seconds pass; whether it held. (A killed
+    process leaves /proc a moment after the kill: this waits for that, and no longer.)"""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def alive(pid: int, command: str = "") -> bool:
+    """Whether `pid` is a live process (a zombie's cmdline is empty) whose command line holds `command`."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+    return bool(cmdline) and command in cmdline
+
+
+def our_children_working_in(root: Path) -> dict[int, Path]:
+    """Descendants of this process whose working directory is inside `root` (not `root` itself:
+    a warm fork server waits there), by pid. An evaluation's child works in its own directory."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, ValueError):
+            stat = (entry / "stat").read_text()
+            parents[int(entry.name)] = int(stat[stat.rindex(")") + 2:].split()[1])
+    ours, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - ours
+        ours |= frontier
+    found = {}
+    for pid in ours:
+        with contextlib.suppress(OSError):
+            cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+            if cwd != root and cwd.is_relative_to(root):
+                found[pid] = cwd
+    return found
 
 
 def our_cgroups() -> list[Path]:
@@ -122,10 +166,11 @@ def test_process_limit_caps_live_children(tmp_path: Path) -> None:
     assert result.returncode == 0 and result.payload is not None
     pids = result.payload["pids"]
     assert 0 < len(pids) < 16
-    time.sleep(0.2)
-    alive = [p for p in pids if Path(f"/proc/{p}/cmdline").exists()
-             and Path(f"/proc/{p}/cmdline").read_bytes()]
-    assert alive == []
+
+    def living() -> list[int]:
+        return [pid for pid in pids if alive(pid)]
+
+    assert wait_until(lambda: not living()), living()  # they sleep 60 s unless killed with the run
     assert our_cgroups() == []
 
 
@@ -188,57 +233,63 @@ def test_background_children_are_killed_and_do_not_stall_the_run(
 ) -> None:
     body = """
     import subprocess
-    subprocess.Popen(["sleep", "30"], start_new_session=True)
-    return {"combined_score": 1.0}
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    return {"combined_score": 1.0, "sleeper": sleeper.pid}
     """
     start = time.monotonic()
     outcome = evaluate(task, body, scratch)
     assert outcome.ok, outcome.error
     assert time.monotonic() - start < 5
-    time.sleep(0.1)
-    assert not [p for p in processes_mentioning("sleep\x0030")
-                if str(scratch) in os.readlink(f"/proc/{p}/cwd")]
+    sleeper = int(outcome.metrics["sleeper"])  # it left its own session: killed with the run anyway
+    assert wait_until(lambda: not alive(sleeper, "sleep\x0030")), f"`sleep 30` ({sleeper}) outlived the run"
 
 
 def test_concurrent_evaluations_overlap_and_keep_the_loop_free(task: Task, scratch: Path) -> None:
-    async def both() -> tuple[list, int]:
-        ticks = 0
+    async def both() -> tuple[list, list[float]]:
+        beats: list[float] = []  # when the event loop ran a heartbeat, while the children worked
 
-        async def ticker() -> None:
-            nonlocal ticks
+        async def heartbeat() -> None:
             while True:
+                beats.append(time.time())
                 await asyncio.sleep(0.05)
-                ticks += 1
 
-        tick_task = asyncio.create_task(ticker())
-        code = program("time.sleep(1.5)\nreturn {'combined_score': 1.0}")
+        beating = asyncio.create_task(heartbeat())
+        # each child works 1.5 s and reports (clock time) when it started and ended
+        code = program("started = time.time()\ntime.sleep(1.5)\n"
+                       "return {'combined_score': 1.0, 'started': started, 'ended': time.time()}")
         outcomes = await asyncio.gather(
             *(evaluate_program(task, code, scratch_root=scratch) for _ in range(2))
         )
-        tick_task.cancel()
-        return outcomes, ticks
+        beating.cancel()
+        return outcomes, beats
 
-    start = time.monotonic()
-    outcomes, ticks = asyncio.run(both())
-    elapsed = time.monotonic() - start
-    assert all(o.ok for o in outcomes)
-    assert elapsed < 2 * 1.5  # serial would take at least 3 s
-    assert ticks >= 20  # the event loop kept running while the children worked
+    outcomes, beats = asyncio.run(both())
+    assert all(o.ok for o in outcomes), [o.error for o in outcomes]
+    both_from = max(o.metrics["started"] for o in outcomes)
+    both_until = min(o.metrics["ended"] for o in outcomes)
+    assert both_from < both_until  # the two children ran at the same time (serial: one ends first)
+    # the event loop was free while both ran: its heartbeat went on inside that window
+    assert len([t for t in beats if both_from < t < both_until]) >= 2, (both_from, both_until, beats)
 
 
 def test_cancellation_kills_the_child_and_cleans_up(task: Task, scratch: Path) -> None:
-    async def cancel_soon() -> None:
+    async def cancel_once_running() -> dict[int, Path]:
+        root = await scratch_dir(scratch, SandboxLimits())  # isolated children work elsewhere
         job = asyncio.create_task(
             evaluate_program(task, program("while True:\n    pass"), scratch_root=scratch)
         )
-        await asyncio.sleep(0.5)
+        deadline = time.monotonic() + 10
+        while not (running := our_children_working_in(root)):  # until the child runs in its workdir
+            assert not job.done() and time.monotonic() < deadline, "the child never started"
+            await asyncio.sleep(0.02)
         job.cancel()
         with pytest.raises(asyncio.CancelledError):
             await job
+        return running
 
-    asyncio.run(cancel_soon())
-    time.sleep(0.1)
-    assert processes_mentioning(str(scratch)) == []
+    running = asyncio.run(cancel_once_running())
+    assert wait_until(lambda: not any(alive(pid) for pid in running)), running
+    assert not [workdir for workdir in running.values() if workdir.exists()]
     assert our_cgroups() == []
     assert list(scratch.iterdir()) == []
 

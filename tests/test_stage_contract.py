@@ -112,22 +112,26 @@ def test_stage_data_is_copied_and_stored_by_its_types(tmp_path):
     assert back.owned["unloaded_plugin"] == {"kept": [1, 2]}  # and the unknown one as it was
 
 
-def test_a_database_of_an_earlier_version_keeps_its_stage_data(tmp_path):
+def test_a_database_of_an_earlier_version_keeps_its_nodes_and_their_stage_data(tmp_path):
     import duckdb
 
-    with NodeStore(tmp_path / "n.duckdb") as store:
-        store.put(Node(id="old", run_id="r", code="x"))
-    con = duckdb.connect(str(tmp_path / "n.duckdb"))
-    con.execute("ALTER TABLE nodes ADD COLUMN attempts VARCHAR")
-    con.execute("ALTER TABLE nodes ADD COLUMN trials_run BIGINT")
-    con.execute("""UPDATE nodes SET attempts = '[{"error": "boom"}]', trials_run = 7, owned = NULL""")
-    con.close()
     from evoforge.stages.debug import RepairData
     from evoforge.stages.tuning.param_study import TuningData
 
-    with NodeStore(tmp_path / "n.duckdb", read_only=True) as store:
-        old = store.get("old")
+    con = duckdb.connect(str(tmp_path / "n.duckdb"))  # the layout an earlier evoforge wrote
+    con.execute("CREATE TABLE nodes (id VARCHAR PRIMARY KEY, run_id VARCHAR, code VARCHAR, status VARCHAR, "
+                "score_full DOUBLE, created_at DOUBLE, attempts VARCHAR, trials_run BIGINT)")
+    con.execute("""INSERT INTO nodes VALUES ('old', 'r', 'x = 1', 'evaluated', 2.0, 1.0,
+                   '[{"error": "boom"}]', 7)""")
+    con.close()
+    with NodeStore(tmp_path / "n.duckdb", read_only=True) as store:  # read as it is
+        (old,) = store.all()
     assert RepairData.peek(old).attempts == [{"error": "boom"}] and TuningData.peek(old).trials_run == 7
+    with NodeStore(tmp_path / "n.duckdb") as store:  # a writer moves it over, keeping everything
+        store.put(old.copy(score_full=3.0))
+        (again,) = store.all()
+    assert again.score_full == 3.0 and RepairData.peek(again).attempts == [{"error": "boom"}]
+    assert TuningData.peek(again).trials_run == 7 and again.code == "x = 1"
 
 
 def test_item_updates_are_typed_and_leave_the_rest_alone():

@@ -36,24 +36,31 @@ def test_one_line_per_tick_with_increasing_time(tmp_path):
     path = tmp_path / "timeline.jsonl"
     timeline = Timeline(path, session=1.0)
     calls = []
-
-    def snapshot():
-        status = {**STATUS, "wall_s": 0.5 * len(calls), "evaluations": len(calls)}
-        timeline.append(status, t=1000.0 + len(calls))
-        calls.append(status)
-        return status
+    ticks = 5
 
     async def run():
+        done = asyncio.Event()
+
+        def snapshot():
+            status = {**STATUS, "wall_s": 0.5 * len(calls), "evaluations": len(calls)}
+            timeline.append(status, t=1000.0 + len(calls))
+            calls.append(status)
+            if len(calls) == ticks:
+                done.set()
+            return status
+
         task = asyncio.create_task(tick(snapshot, 0.01, 10, show=False))
-        await asyncio.sleep(0.2)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        try:
+            await asyncio.wait_for(done.wait(), timeout=10)  # until the 5th tick: a deadline, not a pace
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     asyncio.run(run())
     rows = read_timeline(path)
-    assert len(rows) == len(calls) >= 5
-    assert [r["evaluations"] for r in rows] == list(range(len(calls)))
+    assert len(calls) == ticks and len(rows) == ticks  # one line per tick
+    assert [r["evaluations"] for r in rows] == list(range(ticks))
     ts, walls = [r["t"] for r in rows], [r["wall_s"] for r in rows]
     assert all(b > a for a, b in zip(ts, ts[1:], strict=False))
     assert all(b > a for a, b in zip(walls, walls[1:], strict=False))

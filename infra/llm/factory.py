@@ -24,15 +24,21 @@ def make_backend(cfg: LLMConfig, seed: int) -> LLMBackend:
     return _openai(cfg, cfg.base_url, cfg.model, cfg.secret_key(), seed)
 
 
-def endpoint_key(cfg: LLMConfig, endpoint: EndpointConfig, index: int) -> str | None:
-    """The endpoint's API key, read here, late: from its `api_key_env` variable, else the llm's key."""
+def endpoint_key(cfg: LLMConfig, endpoint: EndpointConfig, index: int | str) -> str | None:
+    """The endpoint's API key, read here, late: from its `api_key_env` variable, else the llm's key;
+    `index` names it in an error (its place in llm.endpoints, or the key that holds it)."""
     if endpoint.api_key_env is None:
         return cfg.secret_key()
     key = os.environ.get(endpoint.api_key_env)
     if not key:
-        raise ConfigError(f"llm.endpoints.{index}.api_key_env: the environment variable "
-                          f"{endpoint.api_key_env} is not set")
+        where = f"llm.endpoints.{index}" if isinstance(index, int) else index
+        raise ConfigError(f"{where}.api_key_env: the environment variable {endpoint.api_key_env} is not set")
     return key
+
+
+def endpoint_backend(cfg: LLMConfig, endpoint: EndpointConfig, seed: int, where: str) -> OpenAIBackend:
+    """A backend for one endpoint of its own (e.g. `analyze.llm`), with the run's LLM settings."""
+    return _openai(cfg, endpoint.base_url, endpoint.model, endpoint_key(cfg, endpoint, where), seed)
 
 
 def _openai(cfg: LLMConfig, base_url: str, model: str | None, key: str | None, seed: int) -> OpenAIBackend:

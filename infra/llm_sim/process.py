@@ -79,6 +79,12 @@ class SimulatorProcess:
             self._stderr = None
         self._proc = None
 
+    @property
+    def pid(self) -> int:
+        """The simulator server's process id (benchmarks read its CPU)."""
+        assert self._proc is not None, "the simulator is not running"
+        return self._proc.pid
+
     def stats(self) -> dict[str, Any]:
         """The server's counters (GET /sim/stats)."""
         return httpx.get(f"{self._root}/sim/stats", timeout=10).raise_for_status().json()

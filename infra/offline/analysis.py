@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import random
 
-from evoforge.infra.prompt_format import ANALYSIS_SECTIONS, extract_motivation, parse_comparison
+from evoforge.infra.prompt_format import (
+    ANALYSIS_SECTIONS,
+    extract_motivation,
+    join_reports,
+    parse_comparison,
+    split_analysis_requests,
+)
 
 OFFLINE_ANALYZER = "Offline analyzer (no LLM)"
 
@@ -66,7 +72,11 @@ _SIMULATED_NEXT = (
 
 
 def offline_analysis(prompt: str, preface: str = OFFLINE_ANALYZER) -> str:
-    """The offline analyzer's report on the candidate of an analysis prompt."""
+    """The offline analyzer's report on the candidate of an analysis prompt (a report on each,
+    under its report line, for a batched prompt)."""
+    batch = split_analysis_requests(prompt)
+    if batch:
+        return join_reports([(node, offline_analysis(part, preface)) for node, part in batch])
     facts = parse_comparison(prompt)
     cause = _cause(facts)
     why = cause[0] if cause else ("No judgement offline: the offline analyzer sees what the comparison "
@@ -84,7 +94,11 @@ def offline_analysis(prompt: str, preface: str = OFFLINE_ANALYZER) -> str:
 
 
 def simulated_analysis(prompt: str, rng: random.Random, preface: str) -> str:
-    """The simulator's report: the facts of the prompt, seeded explanations and 1-2 lessons."""
+    """The simulator's report: the facts of the prompt, seeded explanations and 1-2 lessons (a
+    report on each candidate of a batched prompt)."""
+    batch = split_analysis_requests(prompt)
+    if batch:
+        return join_reports([(node, simulated_analysis(part, rng, preface)) for node, part in batch])
     facts = parse_comparison(prompt)
     cause = _cause(facts)
     lessons = [cause[2]] if cause and cause[2] else []

@@ -18,7 +18,14 @@ import warnings
 from dataclasses import dataclass
 
 from evoforge.evaluators.task import Task, top_level_statements
-from evoforge.infra.evolve_block import END_MARKER, START_MARKER, EditError, has_markers, split_program
+from evoforge.infra import pyast
+from evoforge.infra.evolve_block import (
+    END_MARKER,
+    START_MARKER,
+    EditError,
+    has_markers,
+    split_program,
+)
 
 GUARD = "guard"  # the failed_stage of a candidate the guardrails stopped
 STATIC_PREFIX = "static check: "
@@ -122,10 +129,11 @@ def imported_modules(tree: ast.Module) -> list[tuple[int, str]]:
 
 def _parse(code: str, filename: str) -> ast.Module | Violation:
     try:
+        tree = pyast.parse_program(code)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compile(code, filename, "exec")  # the compiler's checks too ('return' outside a function)
-            return ast.parse(code, filename=filename)
+            compile(tree, filename, "exec")  # the compiler's checks too ('return' outside a function)
+        return tree
     except SyntaxError as exc:
         return Violation(RULE_SYNTAX, f"{exc.msg} (line {exc.lineno})")
     except ValueError as exc:  # e.g. null bytes in the source

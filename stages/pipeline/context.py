@@ -52,3 +52,4 @@ class StageContext:
     release: Callable[[Any, Node], None] | None = None
     repeats: RepeatMemo = field(default_factory=RepeatMemo)  # results by program: none evaluated twice
     paths: RunPaths | None = None  # the run folder (for the sinks a stage brings)
+    analysis_llm: LLMBackend | None = None  # analyze.llm's endpoint (None: the run's LLM)

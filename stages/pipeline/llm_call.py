@@ -12,21 +12,23 @@ from evoforge.stages.pipeline.authorship import answer_kind
 from evoforge.stages.pipeline.context import StageContext
 
 
-async def ask_llm(ctx: StageContext, node: Node, messages: list[dict[str, str]]) -> Completion:
-    """The run's LLM answer to `messages`, its seconds and tokens added to `node`; a failed call
-    adds the seconds it took and raises its LLMError for the stage to record."""
+async def ask_llm(ctx: StageContext, node: Node, messages: list[dict[str, str]],
+                  llm: LLMBackend | None = None) -> Completion:
+    """The answer of the run's LLM (or of `llm`) to `messages`, its seconds and tokens added to
+    `node`; a failed call adds the seconds it took and raises its LLMError for the stage to record."""
+    llm = llm or ctx.llm
     started_at, start = time.time(), time.perf_counter()
     try:
-        completion = await ctx.llm.complete(messages, temperature=ctx.config.llm.temperature,
-                                            max_tokens=ctx.config.llm.max_tokens)
+        completion = await llm.complete(messages, temperature=ctx.config.llm.temperature,
+                                        max_tokens=ctx.config.llm.max_tokens)
     except LLMError as exc:
         node.llm_s += time.perf_counter() - start
-        trace_call(ctx.llm, messages, started_at, time.perf_counter() - start, error=str(exc))
+        trace_call(llm, messages, started_at, time.perf_counter() - start, error=str(exc))
         raise
     node.llm_s += completion.seconds
     node.tokens_in += completion.tokens_in
     node.tokens_out += completion.tokens_out
-    trace_call(ctx.llm, messages, started_at, completion.seconds, completion)
+    trace_call(llm, messages, started_at, completion.seconds, completion)
     return completion
 
 

@@ -1,11 +1,36 @@
-"""The ParentSampler protocol, the shared base of the policies, and the registry of policies."""
+"""The one base class of the parent samplers, with every hook the engine calls, and their registry.
+
+A sampler only has to say which parent comes next; the base follows the pool for it (descendant
+credit, the add / remove / rescore hooks) and gives every other hook a neutral default:
+
+    >>> import random
+    >>> from evoforge.infra.config import SearchConfig
+    >>> from evoforge.infra.nodes import Node
+    >>> from evoforge.stages.population.pool import Pool
+    >>> class Newest(ParentSampler):
+    ...     def select_parent(self, pool, rng):
+    ...         return pool.nodes[-1]
+    >>> sampler, pool, rng = Newest(SearchConfig()), Pool(), random.Random(0)
+    >>> for i, score in enumerate([1.0, 3.0, 2.0]):  # a lineage: n0 -> n1 -> n2
+    ...     node = Node(id=f"n{i}", run_id="demo", code="x = 1", score_full=score,
+    ...                 parent_id=f"n{i - 1}" if i else None)
+    ...     _ = pool.add(node)
+    ...     sampler.on_node_added(node, pool)
+    >>> parent, island = sampler.select_parent_and_island(pool, rng)
+    >>> parent.id, island
+    ('n2', 0)
+    >>> [n.id for n in sampler.diverse_nodes(parent, pool, rng, k=2)]
+    ['n1', 'n0']
+    >>> sampler.get_state()
+    {'credit': {'n0': 2.0}}
+"""
 
 from __future__ import annotations
 
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
@@ -13,30 +38,15 @@ from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample.credit import DescendantCredit
 
 
-class ParentSampler(Protocol):
-    """Chooses the parent of the next candidate from the pool."""
+class ParentSampler(ABC):
+    """Chooses the parent of the next candidate from the pool, and follows the pool's changes.
 
-    def select_parent(self, pool: Pool, rng: random.Random) -> Node: ...
-
-    def on_node_added(self, node: Node, pool: Pool) -> None: ...
-
-    def on_node_removed(self, node: Node, pool: Pool) -> None: ...
-
-
-@runtime_checkable
-class IslandSampler(Protocol):
-    """A sampler that also says which island the child of its chosen parent belongs to."""
-
-    def select_parent_and_island(self, pool: Pool, rng: random.Random) -> tuple[Node, int]: ...
-
-
-class SamplerBase(ABC):
-    """Shared plumbing: descendant credit, the optional hooks, and `get_state` for inspection.
-
-    Subclasses implement `select_parent` and, when they keep state, `_added` / `_removed`.
-    State is a function of the calls made (nodes added and removed, selections) and of nothing
-    else: `_added` may read the node's own score but not pool-wide figures (the best, the score
-    range), so replaying those calls from the node database (`rebuild_sampler`) restores it.
+    Subclasses implement `select_parent` and, when they keep state, `_added` / `_removed` /
+    `_rescored` / `_state`; the other hooks have defaults that suit a policy without islands or a
+    notion of diversity. State is a function of the calls made (nodes added and removed,
+    selections) and of nothing else: `_added` may read the node's own score but not pool-wide
+    figures (the best, the score range), so replaying those calls from the node database
+    (`rebuild_sampler`) restores it.
     """
 
     def __init__(self, cfg: SearchConfig):
@@ -46,6 +56,11 @@ class SamplerBase(ABC):
     @abstractmethod
     def select_parent(self, pool: Pool, rng: random.Random) -> Node:
         """The parent of the next candidate."""
+
+    def select_parent_and_island(self, pool: Pool, rng: random.Random) -> tuple[Node, int]:
+        """The parent, and the island its child will live on (by default the parent's)."""
+        parent = self.select_parent(pool, rng)
+        return parent, parent.island
 
     def on_node_added(self, node: Node, pool: Pool) -> None:
         """A node entered the pool (evaluated, or speculative on a partial score)."""
@@ -67,7 +82,8 @@ class SamplerBase(ABC):
         return None
 
     def diverse_nodes(self, parent: Node, pool: Pool, rng: random.Random, k: int) -> list[Node]:
-        """Up to k nodes unlike the parent, for the prompt's 'diverse' inspirations."""
+        """Up to k nodes unlike the parent, for the prompt's 'diverse' inspirations (by default
+        random pool nodes)."""
         return random_nodes(pool, rng, k, exclude={parent.id})
 
     def get_state(self) -> dict[str, Any]:
@@ -111,15 +127,15 @@ def random_nodes(pool: Pool, rng: random.Random, k: int, exclude: set[str]) -> l
     return out
 
 
-_REGISTRY: dict[str, Callable[[SearchConfig], ParentSampler]] = {}
+_REGISTRY: dict[str, type[ParentSampler]] = {}
 
 
-def register(name: str) -> Callable:
+def register(name: str) -> Callable[[type[ParentSampler]], type[ParentSampler]]:
     """Class decorator adding a sampler under `name`."""
 
-    def wrap(factory: Callable[[SearchConfig], ParentSampler]) -> Callable:
-        _REGISTRY[name] = factory
-        return factory
+    def wrap(cls: type[ParentSampler]) -> type[ParentSampler]:
+        _REGISTRY[name] = cls
+        return cls
 
     return wrap
 
@@ -130,4 +146,5 @@ def make_sampler(cfg: SearchConfig) -> ParentSampler:
 
 
 def sampler_names() -> list[str]:
+    """The registered policy names, sorted."""
     return sorted(_REGISTRY)

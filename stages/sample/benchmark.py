@@ -18,7 +18,6 @@ from evoforge.evaluators.task import load_task
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.stages.population.pool import Pool
-from evoforge.stages.sample.base import IslandSampler
 from evoforge.stages.sample.inspirations import pick_inspirations
 from evoforge.stages.sample.resume import rebuild_sampler
 
@@ -83,11 +82,7 @@ def time_policy(policy: str, nodes: list[Node], repeat: int, seed: int,
     codes = [programs.make() for _ in range(repeat)]
     for r in range(repeat):
         t0 = time.perf_counter()
-        if isinstance(sampler, IslandSampler):
-            parent, island = sampler.select_parent_and_island(pool, rng)
-        else:
-            parent = sampler.select_parent(pool, rng)
-            island = parent.island
+        parent, island = sampler.select_parent_and_island(pool, rng)
         t1 = time.perf_counter()
         pick_inspirations(pool, sampler, parent, rng, cfg.num_inspirations)
         t2 = time.perf_counter()

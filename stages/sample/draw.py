@@ -8,7 +8,6 @@ from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item
 from evoforge.stages.rounds.branch_shares import branch_parent
-from evoforge.stages.sample.base import IslandSampler
 from evoforge.stages.sample.inspirations import pick_inspirations
 
 
@@ -21,10 +20,7 @@ def answer_form(ctx: StageContext) -> str:
 
 def choose_parent(ctx: StageContext) -> tuple[Node, int]:
     """The parent, and the island its child lives on (the parent's, unless an island sampler says)."""
-    if isinstance(ctx.sampler, IslandSampler):
-        return ctx.sampler.select_parent_and_island(ctx.pool, ctx.rng)
-    parent = ctx.sampler.select_parent(ctx.pool, ctx.rng)
-    return parent, parent.island
+    return ctx.sampler.select_parent_and_island(ctx.pool, ctx.rng)
 
 
 def draw_item(ctx: StageContext) -> Item:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from evoforge.infra.nodes import Node
 from evoforge.stages.population.pool import Pool
-from evoforge.stages.sample.base import ParentSampler, random_nodes
+from evoforge.stages.sample.base import ParentSampler
 
 BEST, DIVERSE, RECENT = "best", "diverse", "recent"
 LABELS = (BEST, DIVERSE, RECENT)
@@ -43,16 +43,14 @@ def pick_inspirations(pool: Pool, sampler: ParentSampler, parent: Node, rng: ran
                       want: int) -> list[Inspiration]:
     """Up to `want` inspirations, never the parent, labels taken in turn: best, diverse, recent.
 
-    'diverse' comes from the sampler (nearby MAP-Elites cells, other islands) or, for a policy
-    without a notion of diversity, from random pool nodes. Costs O(want), whatever the pool size.
+    'diverse' comes from the sampler (nearby MAP-Elites cells, other islands; random pool nodes
+    for a policy without a notion of diversity). Costs O(want), whatever the pool size.
     """
     if want <= 0 or not pool.nodes:
         return []
-    diverse = getattr(sampler, "diverse_nodes", None)
     sources: dict[str, Iterator[Node]] = {
         BEST: iter(pool.top(want + 1)),
-        DIVERSE: iter(diverse(parent, pool, rng, want) if diverse is not None
-                      else random_nodes(pool, rng, want, exclude={parent.id})),
+        DIVERSE: iter(sampler.diverse_nodes(parent, pool, rng, want)),
         RECENT: iter(recent_improvements(pool, want + 1)),
     }
     taken = {parent.id}

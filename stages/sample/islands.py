@@ -1,4 +1,25 @@
-"""Island-model parent sampling: separate sub-populations joined by ring migration."""
+"""Island-model parent sampling: separate sub-populations joined by ring migration.
+
+The seed's first children are spread over the islands in turn; later ones stay on their parent's:
+
+    >>> import random
+    >>> from evoforge.infra.config import SearchConfig
+    >>> from evoforge.infra.nodes import Node
+    >>> from evoforge.stages.population.pool import Pool
+    >>> sampler = IslandsSampler(SearchConfig(sampler="islands", islands=3))
+    >>> pool, rng = Pool(), random.Random(0)
+    >>> seed = Node(id="seed", run_id="demo", code="x = 1", score_full=1.0)
+    >>> _ = pool.add(seed)
+    >>> sampler.on_node_added(seed, pool)
+    >>> for i in range(6):
+    ...     parent, island = sampler.select_parent_and_island(pool, rng)
+    ...     child = Node(id=f"c{i}", run_id="demo", code="x = 1", parent_id=parent.id, island=island,
+    ...                  score_full=2.0 + i)
+    ...     _ = pool.add(child)
+    ...     sampler.on_node_added(child, pool)
+    >>> [[n.id for n in island.ranking] for island in sampler.islands]
+    [['c3', 'c0', 'seed'], ['c4', 'c1'], ['c5', 'c2']]
+"""
 
 from __future__ import annotations
 
@@ -9,7 +30,7 @@ from typing import Any
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
 from evoforge.stages.population.pool import Pool
-from evoforge.stages.sample.base import SamplerBase, random_nodes, register
+from evoforge.stages.sample.base import ParentSampler, random_nodes, register
 
 
 class Island:
@@ -43,7 +64,7 @@ class Island:
 
 
 @register("islands")
-class IslandsSampler(SamplerBase):
+class IslandsSampler(ParentSampler):
     """Serves the islands in turn; on the served island, p=exploitation its best node,
     p=exploration a uniform member, else one of its top `elite_size` (credit-weighted if on).
 
@@ -53,10 +74,6 @@ class IslandsSampler(SamplerBase):
     over the islands round-robin. Every `migration_interval` generations (a generation: one
     arrival per island) each island i sends its best `migration_rate` share (at least one) to
     island i+1 of the ring, by reference, skipping nodes already there.
-
-        >>> from evoforge.infra.config import SearchConfig
-        >>> len(IslandsSampler(SearchConfig(sampler="islands")).islands)
-        5
     """
 
     def __init__(self, cfg: SearchConfig):

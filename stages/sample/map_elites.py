@@ -1,4 +1,23 @@
-"""MAP-Elites parent sampling: a grid of behaviour cells, each holding its best program, drives selection."""
+"""MAP-Elites parent sampling: a grid of behaviour cells, each holding its best program, drives selection.
+
+Here the one feature is a task metric, so each node's cell is its `loss` bin:
+
+    >>> import random
+    >>> from evoforge.infra.config import SearchConfig
+    >>> from evoforge.infra.nodes import Node
+    >>> from evoforge.stages.population.pool import Pool
+    >>> cfg = SearchConfig(sampler="map_elites", map_elites_features=["loss"], map_elites_bins=4,
+    ...                    feature_ranges={"loss": (0.0, 1.0)})
+    >>> sampler, pool, rng = MapElitesSampler(cfg), Pool(), random.Random(0)
+    >>> for i, (score, loss) in enumerate([(1.0, 0.1), (3.0, 0.15), (2.0, 0.9)]):
+    ...     node = Node(id=f"n{i}", run_id="demo", code="x = 1", score_full=score, metrics={"loss": loss})
+    ...     _ = pool.add(node)
+    ...     sampler.on_node_added(node, pool)
+    >>> {cell: node.id for cell, node in sampler.elite.items()}
+    {(0,): 'n1', (3,): 'n2'}
+    >>> [sampler.select_parent(pool, rng).id for _ in range(8)]
+    ['n1', 'n2', 'n1', 'n1', 'n1', 'n1', 'n1', 'n1']
+"""
 
 from __future__ import annotations
 
@@ -9,14 +28,14 @@ from typing import Any
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
 from evoforge.stages.population.pool import Pool
-from evoforge.stages.sample.base import SamplerBase, register
+from evoforge.stages.sample.base import ParentSampler, register
 from evoforge.stages.sample.features import FeatureSpace
 
 Cell = tuple[int, ...]
 
 
 @register("map_elites")
-class MapElitesSampler(SamplerBase):
+class MapElitesSampler(ParentSampler):
     """Every parent is the elite of some cell: with p=exploitation the best of a tournament of
     `elite_size` random cells, with p=exploration the elite of a uniform random cell, else the
     elite of the best node's cell. A cell's elite is replaced only by a strictly better node.
@@ -24,10 +43,6 @@ class MapElitesSampler(SamplerBase):
     Features are `map_elites_features` (default: complexity and diversity of the EVOLVE block
     against the first node, see features.py), each cut into `map_elites_bins` bins. Selection
     costs O(elite_size); adding a node costs one feature measurement.
-
-        >>> from evoforge.infra.config import SearchConfig
-        >>> MapElitesSampler(SearchConfig(sampler="map_elites")).space.names
-        ['complexity', 'diversity']
     """
 
     def __init__(self, cfg: SearchConfig):

@@ -7,7 +7,7 @@ from typing import Any
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
 from evoforge.stages.population.pool import Pool
-from evoforge.stages.sample.base import ParentSampler, SamplerBase, make_sampler
+from evoforge.stages.sample.base import ParentSampler, make_sampler
 
 SAMPLER_STATE_META = "sampler_state"  # the state a session closed with (meta of the node database)
 
@@ -18,11 +18,9 @@ def replay(sampler: ParentSampler, nodes: list[Node], pool: Pool) -> ParentSampl
     (`nodes` in creation order; a sampler ignores selections of parents no longer in the pool)."""
     for node in pool.nodes:
         sampler.on_node_added(node, pool)
-    replay_selection = getattr(sampler, "replay_selection", None)
-    if replay_selection is not None:
-        for node in nodes:
-            if node.origin != "seed" and node.parent_id is not None:
-                replay_selection(node, pool)
+    for node in nodes:
+        if node.origin != "seed" and node.parent_id is not None:
+            sampler.replay_selection(node, pool)
     return sampler
 
 
@@ -31,7 +29,6 @@ def rebuild_sampler(cfg: SearchConfig, nodes: list[Node], pool: Pool) -> ParentS
     return replay(make_sampler(cfg), nodes, pool)
 
 
-def sampler_state(sampler: ParentSampler) -> dict[str, Any] | None:
-    """The sampler's state as plain data, to compare with a rebuild; None for a sampler that
-    keeps none of the shared base's."""
-    return sampler.get_state() if isinstance(sampler, SamplerBase) else None
+def sampler_state(sampler: ParentSampler) -> dict[str, Any]:
+    """The sampler's state as plain data (the session's closing meta), to compare with a rebuild."""
+    return sampler.get_state()

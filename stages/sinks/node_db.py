@@ -16,6 +16,7 @@ from evoforge.infra.nodes import Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.stages.sinks.base import Event, EventKind, Sink
 
+_UNSET = object()
 _NODE_EVENTS = (EventKind.PROPOSED, EventKind.RELEASED, EventKind.FINISHED, EventKind.CHANGED)
 
 
@@ -30,6 +31,7 @@ class NodeDatabase(Sink):
         self.store = store
         self._rows: dict[str, Node] = {}
         self._meta: dict[str, Any] = {}
+        self._written: dict[str, Any] = {}  # meta as last written: an unchanged key is not written again
         self.transactions = 0
         self.rows_written = 0
 
@@ -46,7 +48,7 @@ class NodeDatabase(Sink):
                 self._rows[event.node.id] = event.node
             elif event.kind == EventKind.FINAL:
                 finals.extend(event.payload[0])
-            self._meta.update(event.meta)
+            self._meta.update((k, v) for k, v in event.meta.items() if self._written.get(k, _UNSET) != v)
         if finals:
             self.store.write_final(finals)
         if not self._rows and not self._meta:
@@ -55,6 +57,7 @@ class NodeDatabase(Sink):
         self.store.write(rows, meta)  # raises: kept, tried again with the next batch
         self._rows.clear()
         self._meta.clear()
+        self._written.update(meta)
         self.transactions += 1
         self.rows_written += len(rows)
 

@@ -138,7 +138,7 @@ def hardcoded_values(code: str, owned: Iterable[str]) -> list[str]:
 
 def _parse(code: str) -> ast.Module:
     try:
-        return pyast.parse(code)
+        return pyast.parse_program(code)
     except SyntaxError as exc:
         raise SpaceError(f"the program does not parse (line {exc.lineno}): {exc.msg}") from exc
 
