@@ -32,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.evaluators.fitness import objective_score
+from evoforge.evaluators.io_threads import off_loop
 from evoforge.evaluators.sandbox import SandboxLimits, SandboxResult, run_sandboxed, scratch_dir
 from evoforge.evaluators.task import EVALUATOR, Task
-from evoforge.evaluators.warm import COMPAT_DIR, WARM, ServerGone
+from evoforge.evaluators.warm import COMPAT_DIR, WARM, ForkServer, ServerGone
 
 HARNESS = Path(__file__).resolve().parent / "harness.py"
 SCORE_RULE = "score_rule"  # the artifact saying how a score not read from the objective was derived
@@ -135,25 +136,34 @@ async def _harness_once(task: Task, code: str, args: list[str], limits: SandboxL
                         scratch_root: Path | None, files: dict[str, str] | None,
                         on_line: Callable[[dict], bool] | None) -> SandboxResult:
     workdir = Path(tempfile.mkdtemp(prefix="evoforge-eval-", dir=await scratch_dir(scratch_root, limits)))
-    prepare = asyncio.ensure_future(asyncio.to_thread(_prepare, task, code, workdir, files or {}))
+    prepare = asyncio.ensure_future(off_loop(_prepare, task, code, workdir, files or {}, limits.warm))
     try:
-        await asyncio.shield(prepare)
+        server = await asyncio.shield(prepare)
         harness_args = ["--evaluator", str(workdir / EVALUATOR),
                         "--program", str(workdir / task.program_name), *args]
         env = {"PYTHONPATH": f"{workdir}{os.pathsep}{COMPAT_DIR}", "PYTHONUNBUFFERED": "1"}
-        server = await WARM.server_for(task) if limits.warm else None
         if server is not None:
             try:
-                return await run_sandboxed(harness_args, workdir, limits, env=env, on_line=on_line,
-                                           launcher=server)
+                return _done(await run_sandboxed(harness_args, workdir, limits, env=env, on_line=on_line,
+                                                 launcher=server))
             except ServerGone as exc:  # died between two evaluations: nothing of this one ran
                 log.warning("sandbox: %s; this evaluation runs cold", exc)
         argv = [sys.executable, str(HARNESS), *harness_args]
-        return await run_sandboxed(argv, workdir, limits, env=env, on_line=on_line)
+        return _done(await run_sandboxed(argv, workdir, limits, env=env, on_line=on_line))
     finally:
         if not prepare.done():  # cancelled mid-copy: let the copy finish, then delete it
             await asyncio.wait({prepare})
-        shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            await off_loop(shutil.rmtree, workdir, True)
+        except asyncio.CancelledError:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
+
+
+def _done(result: SandboxResult) -> SandboxResult:
+    """Stamp when the result was in (the copy's deletion after it is not the evaluation's time)."""
+    result.finished_at = time.monotonic()
+    return result
 
 
 async def _run_at_level(task: Task, code: str, level: str, params: dict[str, Any] | None,
@@ -164,10 +174,12 @@ async def _run_at_level(task: Task, code: str, level: str, params: dict[str, Any
     args, files = _settings_args(task, level, params)
     result = await run_harness(task, code, args + extra, limits=limits, scratch_root=scratch_root,
                                files=files)
-    return result, time.monotonic() - start
+    return result, (result.finished_at or time.monotonic()) - start
 
 
-def _prepare(task: Task, code: str, workdir: Path, files: dict[str, str]) -> None:
+def _prepare(task: Task, code: str, workdir: Path, files: dict[str, str], warm: bool) -> ForkServer | None:
+    """Fill `workdir` with the task folder, the candidate and `files`; with `warm`, the task's
+    fork server (None: run cold). One trip to the file-work threads for both."""
     shutil.copytree(
         task.root,
         workdir,
@@ -177,6 +189,7 @@ def _prepare(task: Task, code: str, workdir: Path, files: dict[str, str]) -> Non
     (workdir / task.program_name).write_text(code, encoding="utf-8")
     for name, text in files.items():
         (workdir / name).write_text(text, encoding="utf-8")
+    return WARM.find_server(task) if warm else None
 
 
 def _settings_args(

@@ -24,6 +24,7 @@ from pathlib import Path
 from evoforge.evaluators import isolation
 from evoforge.evaluators.cgroup_pids import PidsCgroup
 from evoforge.evaluators.forkserver import MAX_MESSAGE
+from evoforge.evaluators.io_threads import off_loop
 from evoforge.evaluators.launch import ChildSpec, Running, child_env
 from evoforge.evaluators.sandbox_io import _Tail
 from evoforge.evaluators.task import EVALUATOR
@@ -99,7 +100,7 @@ class WarmChild:
             if message is not None and "exit" in message:
                 self._code = int(message["exit"])
             else:  # its sockets close as it dies: give the kernel a moment to say how
-                self.lost = await asyncio.to_thread(self.server.why_gone, 2.0)
+                self.lost = await off_loop(self.server.why_gone, 2.0)
         finally:
             _resolve(self.exited)
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from evoforge.evaluators import isolation
 from evoforge.evaluators.cgroup_pids import PidsCgroup, pids_cgroup_parent, process_limit_mechanism
+from evoforge.evaluators.io_threads import off_loop
 from evoforge.evaluators.launch import COLD, ChildSpec, Launcher, child_env
 from evoforge.evaluators.sandbox_io import ResultProtocol
 
@@ -81,6 +82,7 @@ class SandboxResult:
     stream_error: str | None = None  # streaming: why the stream was unreadable
     lost: str | None = None  # warm: the fork server died before it reported the child's exit
     retried: str | None = None  # warm: a first run was lost, and this is the second (why)
+    finished_at: float | None = None  # monotonic time the result was in (before the copy's deletion)
 
     def describe_failure(self, note: str = "", missing: str = "a result") -> str | None:
         """A one-paragraph reason (``note`` follows it), or None after an exit 0 with a payload."""
@@ -151,7 +153,7 @@ async def _isolated(limits: SandboxLimits) -> bool:
     if not limits.isolate:
         return False
     probed = isolation.availability.cache_info().currsize  # type: ignore[attr-defined]
-    return (isolation.availability() if probed else await asyncio.to_thread(isolation.availability)).isolated
+    return (isolation.availability() if probed else await off_loop(isolation.availability)).isolated
 
 
 def describe_isolation(isolate: bool = True) -> dict[str, str]:
@@ -200,7 +202,7 @@ async def run_sandboxed(
     uid, own = isolation.UIDS.take() if isolated else (None, False)
     plan = None
     if uid is not None:
-        plan = await asyncio.to_thread(_hand_over, Path(workdir), uid, limits.expose)
+        plan = await off_loop(_hand_over, Path(workdir), uid, limits.expose)
     parent = pids_cgroup_parent() if mechanism == "cgroup-pids" and not launcher.makes_cgroup else None
     cgroup = PidsCgroup.create(parent, limits.max_procs) if parent is not None else None
     # the pids cgroup caps and finds every process of the run; without one, RLIMIT_NPROC caps it

@@ -25,7 +25,6 @@ Example::
 from __future__ import annotations
 
 import ast
-import asyncio
 import atexit
 import contextlib
 import logging
@@ -38,6 +37,7 @@ from pathlib import Path
 
 from evoforge.evaluators.cgroup_pids import pids_cgroup_parent, process_limit_mechanism
 from evoforge.evaluators.fork_client import COMPAT_DIR, ForkServer, PreloadThreaded, ServerGone
+from evoforge.evaluators.io_threads import off_loop
 from evoforge.evaluators.task import EVALUATOR, Task
 from evoforge.infra.processes import own_cpu_s
 
@@ -90,11 +90,12 @@ class WarmPool:
 
     async def server_for(self, task: Task) -> ForkServer | None:
         """The task's running fork server, started or replaced as needed; None: run it cold."""
+        return await off_loop(self.find_server, task)
+
+    def find_server(self, task: Task) -> ForkServer | None:
+        """`server_for` on the calling thread (it reads the task folder; it may start a server)."""
         if not sys.platform.startswith("linux"):
             return None
-        return await asyncio.to_thread(self._server_for, task)
-
-    def _server_for(self, task: Task) -> ForkServer | None:
         root = task.root.resolve()
         now = fingerprint(root)
         with self._lock:

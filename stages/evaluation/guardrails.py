@@ -62,8 +62,9 @@ def static_violation(code: str, task: Task) -> Violation | None:
     for name in task.constraints.required_names:
         if name not in defined:
             return Violation(RULE_REQUIRED, f"'{name}' is not defined at the top level of the program")
-    for line, module in imported_modules(tree):
-        banned = next((f for f in task.constraints.forbidden_imports
+    forbidden = task.constraints.forbidden_imports
+    for line, module in imported_modules(tree) if forbidden else ():
+        banned = next((f for f in forbidden
                        if module == f or module.startswith(f + ".")), None)
         if banned is not None:
             return Violation(RULE_FORBIDDEN, f"the program imports '{module}' (line {line}); "

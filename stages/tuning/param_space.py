@@ -100,7 +100,10 @@ class ParamSpace:
 def parse_space(code: str) -> ParamSpace:
     """Read every ``knob(...)`` call in ``code`` into a ParamSpace; raise SpaceError on a bad one."""
     knobs: dict[str, Knob] = {}
-    for call in _knob_calls(_parse(code)):
+    tree = _parse(code)  # a program that does not parse is an error even without knobs
+    if KNOB_FUNCTION not in code:  # no call can name it: skip the walk (the engineer's hot path)
+        return ParamSpace(())
+    for call in _knob_calls(tree):
         knob = _read_knob(call)
         seen = knobs.get(knob.name)
         if seen is None:
@@ -115,12 +118,15 @@ def parse_space(code: str) -> ParamSpace:
 
 def hardcoded_values(code: str, owned: Iterable[str]) -> list[str]:
     """Flag numeric literals in the EVOLVE block bound to ``owned`` names that this code does not declare."""
+    owned = set(owned)
+    if not owned:  # nothing the parameter space owns: nothing to flag (no walk of the tree)
+        return []
     tree = _parse(code)
     split = split_program(code)
     first = split.head.count("\n") + 1
     last = first + len(split.block.splitlines()) - 1
     declared = {_literal_name(call) for call in _knob_calls(tree)}
-    names = set(owned) - declared
+    names = owned - declared
     inside_knob = {id(kw) for call in _knob_calls(tree) for kw in call.keywords}
     flags: list[tuple[int, str]] = []
     for node in ast.walk(tree):
