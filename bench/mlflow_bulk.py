@@ -23,9 +23,9 @@ them, 5 trace tags)
   batch N         log_spans(2N spans) in one call (+ a link call per candidate, or the links
                   written by the bulk run transaction: RunRecord.trace_ids)
 
-Self-contained (a benchmark does not import the tests): the candidate data, the span builder
-and the per-call writer are copies of those in tests/mlflow_compare.py. That bulk runs read the
-same as per-call ones is tested in tests/test_mlflow_bulk.py, not here.
+The candidate data, the span builder and the per-call writer defined here are also what
+tests/mlflow_compare.py compares with (tests/test_mlflow_bulk.py: bulk runs read the same as
+per-call ones).
 
 Prints a markdown table and writes the results as JSON to ``--out`` (bench/out/, git-ignored).
 
@@ -64,7 +64,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "out"
 BATCH_SIZES = (1, 5, 20, 50)
 
 
-# ---- candidate data (as tests/mlflow_compare.py) ------------------------------------------------
+# ---- candidate data ------------------------------------------------------------------------------
 
 def _text(rng: random.Random, size: int, line: str) -> str:
     out, n = [], 0
@@ -112,7 +112,7 @@ def record_of(cand: dict[str, Any], parent: str, with_texts: bool = True,
                      texts=cand["texts"] if with_texts else {}, trace_ids=trace_ids or [])
 
 
-# ---- the per-call writer (as tests/mlflow_compare.py, with optional CPU laps) -------------------
+# ---- the per-call writer (with optional CPU laps) ------------------------------------------------
 
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -154,7 +154,7 @@ def per_call_write(client: MlflowClient, uri: str, exp_id: str, parent: str, can
     return rid
 
 
-# ---- traces (as tests/mlflow_compare.py) --------------------------------------------------------
+# ---- traces --------------------------------------------------------------------------------------
 
 def make_spans(i: int, node_id: str, n_tags: int = 5) -> list[Span]:
     """2 traces (one root span each) as evoforge's infra/llm_traces.trace_spans makes them,
@@ -208,7 +208,13 @@ def trace_info_of(span: Span, exp_id: str) -> TraceInfo:
 # ---- harness ------------------------------------------------------------------------------------
 
 class Store:
-    """A fresh sqlite store in a temp dir with an experiment and a parent run."""
+    """A fresh sqlite tracking store in a temp dir with an experiment and a parent run.
+
+    Attributes: ``dir`` (the temp dir: ``mlflow.db`` and ``mlartifacts``; removed by
+    :meth:`close`), ``uri``, ``client`` (an ``MlflowClient``), ``exp_id`` (artifact location
+    ``<dir>/mlartifacts``), ``parent`` (the run candidates nest under), ``tracing`` (a
+    ``TracingClient``).
+    """
 
     def __init__(self) -> None:
         self.dir = tempfile.TemporaryDirectory(prefix="mlflow-bench-")
@@ -220,6 +226,11 @@ class Store:
             "evoforge/bench", artifact_location=(root / "mlartifacts").as_uri())
         self.parent = self.client.create_run(self.exp_id, run_name="parent").info.run_id
         self.tracing = TracingClient(self.uri)
+
+    @property
+    def artifact_root(self) -> Path:
+        """The experiment's artifact folder (one subfolder per run with artifacts)."""
+        return Path(self.dir.name, "mlartifacts")
 
     def close(self) -> None:
         self.dir.cleanup()
