@@ -217,7 +217,7 @@ def _is_local(uri: str) -> bool:
     return scheme in ("", "file") or (len(scheme) == 1 and scheme.isalpha())  # a windows drive
 
 
-def _write_texts(artifact_uri: str, texts: dict[str, str], tracking_uri: str | None) -> None:
+def write_texts(artifact_uri: str, texts: dict[str, str], tracking_uri: str | None) -> None:
     """The run's text artifacts: written straight into its folder if it is local, else uploaded
     in one ``log_artifacts`` call from a staging folder."""
     texts = {name: text for name, text in texts.items() if text}
@@ -359,7 +359,7 @@ def _write_runs_bulk(store: SqlAlchemyStore, store_uri: str, experiment_id: str,
                     run_folder = Path(local_file_uri_to_path(uri)).parent
                     if not run_folder.exists():
                         made.append(run_folder)
-                _write_texts(uri, record.texts, store_uri)
+                write_texts(uri, record.texts, store_uri)
         metric_rows = [m for _, rows in prepared for m in rows["metrics"]]
         tables = (
             (SqlRun, [rows["run"] for _, rows in prepared]),
@@ -400,7 +400,7 @@ def _write_runs_per_call(store_uri: str, experiment_id: str, runs: list[RunRecor
             metrics=[Metric(k, v, now, record.step) for k, v in _metric_items(record.metrics)],
             params=[Param(k, _param_value(v)) for k, v in record.params.items()],
         )
-        _write_texts(run.info.artifact_uri, record.texts, store_uri)
+        write_texts(run.info.artifact_uri, record.texts, store_uri)
         trace_ids = list(dict.fromkeys(record.trace_ids))
         for i in range(0, len(trace_ids), _LINKS_PER_CALL):
             client.link_traces_to_run(trace_ids[i:i + _LINKS_PER_CALL], run_id)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,22 +34,6 @@ class ChildRun:
     tags: dict[str, str] = field(default_factory=dict)
     status: str = "FINISHED"
     texts: dict[str, str] = field(default_factory=dict)  # text artifacts: file name -> text
-
-
-def _log_texts(artifact_uri: str, tracking_uri: str, texts: dict[str, str]) -> None:
-    """Write a run's text artifacts in one upload to its artifact store (the URI its creation
-    returned): what `log_text` per file does, without a run lookup and a staging folder per file."""
-    texts = {name: text for name, text in texts.items() if text}
-    if not texts:
-        return
-    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-
-    with tempfile.TemporaryDirectory(prefix="evoforge-artifacts-") as folder:
-        for name, text in texts.items():
-            path = Path(folder, name)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        get_artifact_repository(artifact_uri, tracking_uri=tracking_uri).log_artifacts(folder)
 
 
 def default_tracking_uri(workspace: Path) -> str:
@@ -217,7 +200,9 @@ class Tracker:
                                           tags={"mlflow.parentRunId": parent, **run.tags})
         rid = created.info.run_id
         self._log_batch(rid, run.params, run.metrics, None, 0)
-        _log_texts(created.info.artifact_uri, self._uri, run.texts)
+        from evoforge.infra.mlflow_bulk import write_texts
+
+        write_texts(created.info.artifact_uri, run.texts, self._uri)
         self._client.set_terminated(rid, status=run.status)
         return rid
 

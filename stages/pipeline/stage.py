@@ -143,19 +143,17 @@ class Stage(ABC):
 
 def worker_count(stage: Stage, cfg: RunConfig) -> int:
     """The stage's configured worker count (its own, the like stage's, or its default)."""
-    workers = cfg.engine.workers
-    if stage.name in workers:
-        return workers[stage.name]
-    if stage.workers_like is not None and stage.workers_like in workers:
-        return workers[stage.workers_like]
-    return stage.default_workers
+    return _setting(stage, cfg.engine.workers, stage.default_workers)
 
 
 def worker_ceiling(stage: Stage, cfg: RunConfig) -> int:
-    """The most workers adaptive control may give the stage."""
-    most = cfg.adaptive.max_workers
-    if stage.name in most:
-        return most[stage.name]
-    if stage.workers_like is not None and stage.workers_like in most:
-        return most[stage.workers_like]
-    return stage.max_workers
+    """The most workers adaptive control may give the stage (the same lookup)."""
+    return _setting(stage, cfg.adaptive.max_workers, stage.max_workers)
+
+
+def _setting(stage: Stage, by_name: dict[str, int], default: int) -> int:
+    """`by_name`'s value for the stage, else for the stage it takes its workers like, else `default`."""
+    for name in (stage.name, stage.workers_like):
+        if name is not None and name in by_name:
+            return by_name[name]
+    return default
