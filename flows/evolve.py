@@ -34,7 +34,7 @@ from evoforge.flows.promotion_flow import LiveRun, live_runs
 from evoforge.flows.run_names import name_from_parameter, rename_flow_run, run_name
 from evoforge.flows.runlog import attach_run_log, detach_run_log
 from evoforge.flows.session import Session, open_session
-from evoforge.flows.snapshot import build_snapshot
+from evoforge.flows.snapshot import after_close, build_snapshot
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.task_runners import runner_environment, task_runner_for
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
@@ -220,7 +220,7 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
         log.info("run %s %s: %s", ctx.run_id, run_state, budget.stop_reason())
         last = _last_snapshot(snapshot, run_state, session)
         session.close(mlflow_status, last)  # every sink records what is left, then closes
-        final = {**last["status"], "tracking_failures": session.hub.failures()}
+        final = {**last["status"], **after_close(session.hub)}
         write_atomic(session.paths.status, json.dumps(final, indent=2, default=str) + "\n")
     final["best_program"] = str(session.paths.best_program)
     return final

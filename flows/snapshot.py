@@ -27,10 +27,7 @@ def build_snapshot(state: RunState, hub: SinkHub, task_name: str, facts: dict[st
     `facts` are the run's fixed facts (run id, task, mode, backend, ...), `gauges` the engine's,
     `models` the per-model accounting."""
     health = hub.health()
-    own = hub.gauges()
-    sinks = {name: {"recorded": h.recorded, "batches": h.batches, "failures": h.failures,
-                    "busy_s": round(h.busy_s, 3), "cpu_s": round(h.cpu_s, 3), **own.get(name, {})}
-             for name, h in health.items()}
+    sinks = sink_table(hub)
     failures = hub.failures()
     cpu = {"loop_s": round(time.thread_time(), 3),  # the caller's thread: the flow's event loop
            "process_s": round(time.process_time(), 3),  # every thread of the flow's process
@@ -44,3 +41,17 @@ def build_snapshot(state: RunState, hub: SinkHub, task_name: str, facts: dict[st
                                              history=state.history.updates,
                                              promotions=state.rounds.promotions),
             "leaderboard": leaderboard_rows(state.pool, top=LEADERBOARD_ROWS)}
+
+
+def sink_table(hub: SinkHub) -> dict[str, dict[str, Any]]:
+    """Each sink's events recorded, batches, failures, busy and CPU seconds, and its own gauges."""
+    own = hub.gauges()
+    return {name: {"recorded": h.recorded, "batches": h.batches, "failures": h.failures,
+                   "busy_s": round(h.busy_s, 3), "cpu_s": round(h.cpu_s, 3), **own.get(name, {})}
+            for name, h in hub.health().items()}
+
+
+def after_close(hub: SinkHub) -> dict[str, Any]:
+    """What the final status.json says of the records once every sink has closed: the lag (0
+    when everything emitted was recorded), the sinks' counts and the failures."""
+    return {"records_lag_s": hub.lag_s(), "sinks": sink_table(hub), "tracking_failures": hub.failures()}

@@ -58,6 +58,11 @@ def test_offline_run_improves_and_records_everything(tmp_path, capsys):
         n.code for n in nodes if n.id == status["best_node"])
     assert "| 1 |" in (run_dir / "leaderboard.md").read_text()
     assert _mlflow_children(tmp_path) == len(nodes)  # every candidate, whatever became of it
+    # after a clean stop nothing waits to be recorded: every sink recorded every event emitted
+    assert status["records_lag_s"] == 0.0 and status["tracking_failures"] == {}
+    recorded = {name: sink["recorded"] for name, sink in status["sinks"].items()}
+    assert {"nodes", "files", "mlflow", "cognition"} <= set(recorded)
+    assert len(set(recorded.values())) == 1 and min(recorded.values()) > len(nodes)
 
 
 def test_run_again_resumes_and_stops_at_the_same_total(tmp_path):
