@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from evoforge.infra.config import BudgetConfig
+from evoforge.infra.llm.spending import Spending
 from evoforge.stages.population.stats import RunStats
 
 
@@ -17,6 +18,7 @@ class Budget:
     cfg: BudgetConfig
     stats: RunStats
     started: float = field(default_factory=time.monotonic)
+    spending: Spending | None = None  # the LLM calls' dollars, held to cfg.max_cost_usd
 
     def _wall_over(self) -> bool:
         return self.cfg.max_wall_s is not None and time.monotonic() - self.started >= self.cfg.max_wall_s
@@ -35,6 +37,8 @@ class Budget:
             return "max_tokens reached"
         if self._wall_over():
             return "max_wall_s reached"
+        if self.spending is not None and self.spending.exhausted:
+            return f"max_cost_usd reached (${self.spending.spent_usd:.4f})"
         return None
 
     def can_issue(self, in_flight: int) -> bool:

@@ -115,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-evals", type=int, help="evaluations in the run folder, resumed ones included")
     run.add_argument("--max-wall-s", type=float, help="wall-clock limit of this invocation")
     run.add_argument("--max-tokens", type=int, help="LLM tokens in the run, in + out")
+    run.add_argument("--max-cost-usd", type=float, help="USD of LLM calls in this invocation (llm.prices)")
     run.add_argument("--llm-base-url", help="OpenAI-compatible server, e.g. http://gpu-box:8000/v1")
     run.add_argument("--llm-model", help="model name (default: the server's first model)")
     run.add_argument("--mode", choices=["async", "sync"])
@@ -164,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
 RUN_FLAGS = {
     "workspace": "--workspace", "seed": "--seed", "budget.max_evals": "--max-evals",
     "budget.max_wall_s": "--max-wall-s", "budget.max_tokens": "--max-tokens",
+    "budget.max_cost_usd": "--max-cost-usd",
     "llm.base_url": "--llm-base-url", "llm.model": "--llm-model", "engine.mode": "--mode",
     "engine.plugins": "--plugin",
     "tracking.mlflow": "--no-mlflow", "search.sampler": "--sampler", "staleness.policy": "--staleness",
@@ -181,6 +183,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
         "budget.max_evals": ns.max_evals,
         "budget.max_wall_s": ns.max_wall_s,
         "budget.max_tokens": ns.max_tokens,
+        "budget.max_cost_usd": ns.max_cost_usd,
         "llm.base_url": ns.llm_base_url,
         "llm.model": ns.llm_model,
         "engine.mode": ns.mode,

@@ -135,6 +135,10 @@ def status_text(status: dict[str, Any]) -> str:
     for name, failure in (status.get("tracking_failures") or {}).items():
         lines.append(f"not recorded  {name}: {failure['failures']} batches failed "
                      f"(last: {failure['last_error']}; run.log has the traceback)")
+    spending = status.get("spending") or {}
+    if spending.get("cap_usd") is not None:
+        lines.append(f"spent         ${spending['spent_usd']:.4f} of ${spending['cap_usd']:.4f} "
+                     f"(${spending['left_usd']:.4f} left)")
     if status.get("stop_reason"):
         lines.append(f"stop reason   {status['stop_reason']}")
     return "\n".join(lines)

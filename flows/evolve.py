@@ -164,7 +164,7 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     evaluating = [s for s in pipeline.stages if s.evaluates and s.enabled(cfg)]
     ctx.evaluations = SlottedEvaluations(runner, evaluating[0].workers(cfg).initial if evaluating else 1)
     calls = StageCalls(ctx, task_runs=request.prefect_tasks and cfg.engine.task_runs == "stages")
-    budget = Budget(cfg.budget, state.stats)
+    budget = Budget(cfg.budget, state.stats, spending=prepared.spending)
     policy = BarrierPolicy() if cfg.engine.mode == "sync" else None  # None: the engine's AsyncPolicy
     adaptive = cfg.adaptive.enabled and cfg.engine.mode == "async"
     controller = AdaptiveController(cfg.adaptive) if adaptive else None
@@ -186,6 +186,7 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     def snapshot(state_name: str = "running") -> dict[str, Any]:
         built = build_snapshot(state, session.hub, task.name,
                                {**facts, "state": state_name, "stop_reason": budget.stop_reason(),
+                                "spending": prepared.spending.status() if prepared.spending else None,
                                 "sandbox": {**sandbox_isolation, **WARM.describe(cfg.sandbox.warm)}},
                                engine.gauges(), session.accounting.as_dict())
         session.hub.emit(Event(EventKind.SNAPSHOT, pool_version=state.pool.v, payload=built))

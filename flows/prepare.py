@@ -29,6 +29,7 @@ from evoforge.infra.config import ConfigError, RunConfig
 from evoforge.infra.llm.factory import endpoint_backend, make_backend
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
+from evoforge.infra.llm.spending import Spending
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.stages.algorithms import asi_evolve
 from evoforge.stages.pipeline.pipeline import Pipeline, PipelineError
@@ -59,6 +60,7 @@ class Prepared:
     pipeline: Pipeline
     cognition: CognitionBase | None = None  # the workspace's, shared by runs; None when off
     analysis_llm: OpenAIBackend | None = None  # analyze.llm's endpoint; None: the run's LLM
+    spending: Spending | None = None  # dollars spent on LLM calls, held to budget.max_cost_usd
     checked: bool = False
 
     @property
@@ -90,7 +92,15 @@ class Prepared:
             model = await self.analysis_llm.check()
             if announce:
                 print(f"[evoforge] analysis LLM: {model} at {self.analysis_llm.base_url}", file=sys.stderr)
+        if not self.checked and self.spending is not None:
+            self.spending.require_prices(self._priced_models())
         self.checked = True
+
+    def _priced_models(self) -> list[str]:
+        """The models the run's calls go to (the offline proposer's cost nothing)."""
+        models = list(self.llm.arms) if isinstance(self.llm, Router) else (
+            [self.llm.model] if isinstance(self.llm, OpenAIBackend) else [])
+        return models + ([self.analysis_llm.model] if self.analysis_llm is not None else [])
 
 
 def with_workspace(cfg: RunConfig, run_dir: Path | None) -> RunConfig:
@@ -108,9 +118,12 @@ def prepare(request: RunRequest) -> Prepared:
     task = load_task(request.task)
     pipeline = build_pipeline(cfg)
     cognition = open_cognition(cfg, Path(cfg.workspace).resolve(), task)
+    spending = Spending(cfg.budget.max_cost_usd, cfg.llm.prices)
     analysis = cfg.analyze.llm
-    analysis_llm = endpoint_backend(cfg.llm, analysis, cfg.seed, "analyze.llm") if analysis else None
-    return Prepared(request, task, make_backend(cfg.llm, cfg.seed), pipeline, cognition, analysis_llm)
+    analysis_llm = (endpoint_backend(cfg.llm, analysis, cfg.seed, "analyze.llm", spending)
+                    if analysis else None)
+    return Prepared(request, task, make_backend(cfg.llm, cfg.seed, spending), pipeline, cognition,
+                    analysis_llm, spending=spending)
 
 
 def build_pipeline(cfg: RunConfig) -> Pipeline:

@@ -108,6 +108,7 @@ class BudgetConfig(_Section):
     max_evals: int = Field(default=100, ge=1)
     max_wall_s: float | None = Field(default=None, gt=0)
     max_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)  # USD over every LLM call, priced by llm.prices
     max_proposals: int | None = Field(default=None, ge=1)
 
     def proposal_cap(self) -> int:

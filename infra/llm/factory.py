@@ -8,20 +8,21 @@ from evoforge.infra.config import ConfigError, EndpointConfig, LLMConfig
 from evoforge.infra.llm.circuit import Circuit
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
+from evoforge.infra.llm.spending import Spending
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.offline.backend import OfflineBackend
 
 
-def make_backend(cfg: LLMConfig, seed: int) -> LLMBackend:
+def make_backend(cfg: LLMConfig, seed: int, spending: Spending | None = None) -> LLMBackend:
     """The backend this config names: `llm.endpoints` means a router over them, a `base_url` one
-    server, and neither the offline proposer (no LLM)."""
+    server, and neither the offline proposer (no LLM). Its servers' calls charge `spending`."""
     if cfg.endpoints:
-        backends = [(_openai(cfg, e.base_url, e.model, endpoint_key(cfg, e, i), seed + i), e.weight)
+        backends = [(_openai(cfg, e.base_url, e.model, endpoint_key(cfg, e, i), seed + i, spending), e.weight)
                     for i, e in enumerate(cfg.endpoints)]
         return Router(backends, routing=cfg.routing, prices=cfg.prices, explore=cfg.explore, seed=seed)
     if not cfg.base_url:
         return OfflineBackend(seed=seed)
-    return _openai(cfg, cfg.base_url, cfg.model, cfg.secret_key(), seed)
+    return _openai(cfg, cfg.base_url, cfg.model, cfg.secret_key(), seed, spending)
 
 
 def endpoint_key(cfg: LLMConfig, endpoint: EndpointConfig, index: int | str) -> str | None:
@@ -36,15 +37,17 @@ def endpoint_key(cfg: LLMConfig, endpoint: EndpointConfig, index: int | str) -> 
     return key
 
 
-def endpoint_backend(cfg: LLMConfig, endpoint: EndpointConfig, seed: int, where: str) -> OpenAIBackend:
+def endpoint_backend(cfg: LLMConfig, endpoint: EndpointConfig, seed: int, where: str,
+                     spending: Spending | None = None) -> OpenAIBackend:
     """A backend for one endpoint of its own (e.g. `analyze.llm`), with the run's LLM settings."""
-    return _openai(cfg, endpoint.base_url, endpoint.model, endpoint_key(cfg, endpoint, where), seed)
+    return _openai(cfg, endpoint.base_url, endpoint.model, endpoint_key(cfg, endpoint, where), seed, spending)
 
 
-def _openai(cfg: LLMConfig, base_url: str, model: str | None, key: str | None, seed: int) -> OpenAIBackend:
+def _openai(cfg: LLMConfig, base_url: str, model: str | None, key: str | None, seed: int,
+            spending: Spending | None) -> OpenAIBackend:
     return OpenAIBackend(base_url=base_url, model=model, api_key=key, timeout_s=cfg.timeout_s,
                          max_retries=cfg.max_retries, backoff_s=cfg.backoff_s, seed=seed,
-                         max_answer_chars=cfg.max_answer_chars, circuit=cfg.circuit)
+                         max_answer_chars=cfg.max_answer_chars, circuit=cfg.circuit, spending=spending)
 
 
 def circuits_of(llm: LLMBackend) -> list[Circuit]:

@@ -23,6 +23,7 @@ import openai
 
 from evoforge.infra.config import CircuitConfig
 from evoforge.infra.llm.circuit import CLOSED, Circuit, EndpointDown
+from evoforge.infra.llm.spending import Spending
 from evoforge.infra.llm.types import Completion, LLMError
 
 _RETRYABLE = (
@@ -62,8 +63,10 @@ class OpenAIBackend:
         seed: int = 0,
         max_answer_chars: int = 1_000_000,
         circuit: CircuitConfig | None = None,
+        spending: Spending | None = None,
     ):
         self.base_url = base_url
+        self.spending = spending  # the run's money budget, shared by its backends
         self.model = model or ""
         self._client = openai.AsyncOpenAI(
             base_url=base_url, api_key=api_key or "EMPTY", timeout=timeout_s, max_retries=0
@@ -106,6 +109,8 @@ class OpenAIBackend:
         answering other requests meanwhile) or came back unusable; LLMOutage (circuit.py) when
         the endpoint stayed down past the circuit's give-up time. With `hold` False, an open
         circuit raises EndpointDown instead of waiting (a router then tries another endpoint)."""
+        if self.spending is not None:
+            self.spending.check()  # before the call is sent: the cap is overrun by in-flight calls only
         start = time.perf_counter()
         circuit = self.circuit
         waited = 0.0  # seconds spent waiting for the circuit: not the call's own time
@@ -142,7 +147,10 @@ class OpenAIBackend:
                 circuit.answered(sent)
                 raise
             circuit.answered(sent)
-            return self._completion(raw, max_tokens, attempts, time.perf_counter() - start - waited)
+            completion = self._completion(raw, max_tokens, attempts, time.perf_counter() - start - waited)
+            if self.spending is not None:
+                self.spending.add(self.model or completion.model, completion.tokens_in, completion.tokens_out)
+            return completion
 
     async def _post(self, messages: list[dict[str, str]], temperature: float, max_tokens: int) -> bytes:
         """One request's body, read within `timeout_s` and at most `max_answer_chars` bytes."""
