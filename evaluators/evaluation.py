@@ -1,7 +1,8 @@
 """Evaluate one candidate program of a task in the sandbox and judge the result.
 
 ``evaluate_program`` copies the task folder to a private temp dir, writes the candidate over the
-program file, runs ``harness.py`` there under ``run_sandboxed``, and turns what came back into an
+program file (a ``files`` candidate: over each file it changed; its evaluator gets the folder),
+runs ``harness.py`` there under ``run_sandboxed``, and turns what came back into an
 ``EvalOutcome``. A candidate fails (``ok=False``, with the reason in ``error``) when the child
 wrote no result (timeout, signal, ``os._exit``), the evaluator raised, or the result has no
 finite score (``evaluators/fitness.py``: the objective metric, else OpenEvolve's mean of the
@@ -140,7 +141,7 @@ async def _harness_once(task: Task, code: str, args: list[str], limits: SandboxL
     try:
         server = await asyncio.shield(prepare)
         harness_args = ["--evaluator", str(workdir / EVALUATOR),
-                        "--program", str(workdir / task.program_name), *args]
+                        "--program", str(task.artifact.target(workdir)), *args]
         env = {"PYTHONPATH": f"{workdir}{os.pathsep}{COMPAT_DIR}", "PYTHONUNBUFFERED": "1"}
         if server is not None:
             try:
@@ -178,15 +179,15 @@ async def _run_at_level(task: Task, code: str, level: str, params: dict[str, Any
 
 
 def _prepare(task: Task, code: str, workdir: Path, files: dict[str, str], warm: bool) -> ForkServer | None:
-    """Fill `workdir` with the task folder, the candidate and `files`; with `warm`, the task's
-    fork server (None: run cold). One trip to the file-work threads for both."""
+    """Fill `workdir` with the task folder, the candidate (the files it changed) and `files`;
+    with `warm`, the task's fork server (None: run cold). One trip to the file-work threads."""
     shutil.copytree(
         task.root,
         workdir,
         dirs_exist_ok=True,
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
     )
-    (workdir / task.program_name).write_text(code, encoding="utf-8")
+    task.artifact.write(code, task.initial_code, workdir)
     for name, text in files.items():
         (workdir / name).write_text(text, encoding="utf-8")
     return WARM.find_server(task) if warm else None

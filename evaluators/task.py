@@ -8,7 +8,10 @@ defining ``evaluate(program_path)``, and optionally:
   ``cascade_thresholds``, ``cases`` (``false`` evaluates a case-based evaluator as a plain one),
   ``constraints: {required_names, forbidden_imports}`` (checked statically on every candidate),
   ``quick_test: {function, timeout_s}`` (a cheap evaluator function run before the full
-  evaluation) and ``levels`` (below). Any other key is an error that names it.
+  evaluation), ``levels`` (below), ``kind`` (``program``, the default, or ``files``) and
+  ``files`` (a ``files`` task's evolvable files: the artifact is those files, packed by
+  ``infra/artifacts/bundle.py``; ``evaluate`` then receives the folder, and ``program_name`` is
+  empty). Any other key is an error that names it.
 - ``config.yaml`` (OpenEvolve's, lenient): only ``evaluator.timeout`` -> ``timeout_s``,
   ``evaluator.cascade_evaluation`` -> ``cascade``, ``evaluator.cascade_thresholds`` ->
   ``cascade_thresholds``, ``prompt.system_message`` -> ``description``,
@@ -55,6 +58,7 @@ import ast
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from evoforge.evaluators.task_yaml import (
@@ -73,6 +77,8 @@ from evoforge.evaluators.task_yaml import (
     read_task_yaml,
 )
 from evoforge.infra import pyast
+from evoforge.infra.artifacts import ArtifactKind, make_kind
+from evoforge.infra.artifacts.files import load_files
 from evoforge.infra.evolve_block import END_MARKER, START_MARKER, EditError, split_program
 
 __all__ = [
@@ -116,11 +122,19 @@ class Task:
     objective_declared: bool = False  # task.yaml names objective.metric: no OpenEvolve fallback
     feature_dimensions: tuple[str, ...] = OPENEVOLVE_FEATURES
     language: str = "python"
+    kind: str = "program"  # the artifact kind (infra/artifacts/): program, files
+    files: tuple[str, ...] = ()  # a files task's evolvable files
 
     @property
     def is_python(self) -> bool:
-        """True when the program is Python (parsed and checked statically before it runs)."""
-        return self.language == "python"
+        """True when the artifact is one Python program (parsed and checked statically as one)."""
+        return self.kind == "program" and self.language == "python"
+
+    @cached_property
+    def artifact(self) -> ArtifactKind:
+        """The task's artifact kind: how its candidates are shown, edited, diffed and written."""
+        return make_kind(self.kind, language=self.language, program_name=self.program_name,
+                         files=self.files)
 
     def better(self, a: float, b: float) -> bool:
         """True when score ``a`` beats score ``b`` under the task's direction."""
@@ -171,9 +185,18 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     settings = {**(theirs or {}), **(ours or {})}
     evaluator_path = root / EVALUATOR
     functions = _evaluator_functions(evaluator_path)
-    program_name = settings.get("program") or _find_program(root)
-    language = settings.get("language") or language_of(program_name)
-    initial_code = _read_program(root, program_name, language)
+    kind, files = settings.get("kind", "program"), settings.get("files", ())
+    if kind == "files":
+        program_name = ""
+        language = settings.get("language") or language_of(files[0])
+        try:
+            initial_code = load_files(root, files)
+        except ValueError as exc:
+            raise TaskError(f"{TASK_YAML}: files: {exc}") from None
+    else:
+        program_name = settings.get("program") or _find_program(root)
+        language = settings.get("language") or language_of(program_name)
+        initial_code = _read_program(root, program_name, language)
 
     has_stage1 = "evaluate_stage1" in functions
     if ours and ours.get("cascade") and not has_stage1:
@@ -222,6 +245,8 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
         objective_declared="metric" in objective,
         feature_dimensions=tuple(settings.get("feature_dimensions", OPENEVOLVE_FEATURES)),
         language=language,
+        kind=kind,
+        files=tuple(files),
     )
 
 

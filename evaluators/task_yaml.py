@@ -16,12 +16,15 @@ from typing import Any
 
 import yaml
 
+from evoforge.infra.artifacts import KINDS
+
 TASK_YAML = "task.yaml"
 OPENEVOLVE_CONFIG = "config.yaml"
 EVALUATOR = "evaluator.py"
 DIRECTIONS = ("maximize", "minimize")
 QUICK_TEST_TIMEOUT_S = 5.0
 LEVEL_KEYS = {"pilot": ("data_fraction",), "full": (), "final": ()}  # names in evaluation order
+KIND_NAMES = tuple(KINDS)
 RENAMED_KEYS = {"stages": "levels"}  # keys of earlier versions: refused, naming the new one
 RENAMED_WHY = {"stages": "pilot, full and final are evaluation levels; a stage is a pipeline stage"}
 
@@ -88,6 +91,14 @@ def read_task_yaml(root: Path) -> dict[str, Any] | None:
     out = {key: _TASK_FIELDS[key](value, f"{TASK_YAML}: {key}") for key, value in data.items()}
     if "program" in out:
         _check_program_name(out["program"], root)
+    kind = out.get("kind", "program")
+    if kind == "files" and "files" not in out:
+        raise TaskError(f"{TASK_YAML}: kind files needs 'files', the list of evolvable files")
+    if kind != "files" and "files" in out:
+        raise TaskError(f"{TASK_YAML}: 'files' is for kind files (this task's kind is {kind})")
+    if kind == "files" and "program" in out:
+        raise TaskError(f"{TASK_YAML}: 'program' is for kind program; a files task lists its files "
+                        f"in 'files'")
     return out
 
 
@@ -226,6 +237,26 @@ def _level(name: str, value: Any, where: str) -> EvalLevel:
     return EvalLevel(name, None if fraction is None else float(fraction))
 
 
+def _kind(value: Any, where: str) -> str:
+    kind = _name(value, where)
+    if kind not in KIND_NAMES:
+        raise TaskError(f"{where} must be one of {', '.join(KIND_NAMES)}, got {kind!r}")
+    return kind
+
+
+def _files(value: Any, where: str) -> tuple[str, ...]:
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(v, str) and v.strip() for v in value)):
+        raise TaskError(f"{where} must be a non-empty list of file paths in the task folder, got {value!r}")
+    names = tuple(v.strip() for v in value)
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise TaskError(f"{where}: '{twice[0]}' is listed twice")
+    if EVALUATOR in names:
+        raise TaskError(f"{where}: {EVALUATOR} cannot evolve")
+    return names
+
+
 def _check_program_name(name: str, root: Path) -> None:
     if Path(name).name != name:
         raise TaskError(f"{TASK_YAML}: program must be a file name in the task folder, got {name!r}")
@@ -247,6 +278,8 @@ _TASK_FIELDS = {
     "constraints": _constraints,
     "quick_test": _quick_test,
     "levels": _levels,
+    "kind": _kind,
+    "files": _files,
 }
 _OPENEVOLVE_FIELDS = {
     ("evaluator", "timeout"): ("timeout_s", _timeout),

@@ -51,7 +51,7 @@ MAX_SERVERS = 4  # fork servers kept at once in one process (least recently used
 def preload_modules(task: Task) -> list[str]:
     """The absolute imports of the task's evaluator and program, but the task folder's own."""
     names: list[str] = []
-    for path in (task.root / EVALUATOR, task.root / task.program_name):
+    for path in (task.root / EVALUATOR, *(task.root / name for name in task.artifact.names())):
         try:
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except (OSError, SyntaxError, ValueError):

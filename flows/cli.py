@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     _run_target(board)
     board.add_argument("--top", type=_positive, metavar="N", help="only the best N (from leaderboard.json)")
     board.add_argument("--json", action="store_true", help="rows as JSON")
-    best = sub.add_parser("best", help="write a run's best program (stdout or -o FILE)")
+    best = sub.add_parser("best", help="write a run's best program (stdout, or -o FILE; a files "
+                                       "task: -o FOLDER)")
     _run_target(best)
     best.add_argument("-o", "--output", type=Path)
     report = sub.add_parser("report", help="write and print a run's report.md and its plots")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evoforge.infra.artifacts.bundle import pack
 from evoforge.infra.runfiles import RunPaths, read_json
 
 
@@ -188,24 +189,35 @@ def cmd_tasks() -> int:
         task = load_task(name)
         levels = "/".join(s.name for s in task.levels)
         about = " ".join(task.description.split())[:80]
-        print(f"{name:<16} {task.direction} {task.objective:<14} levels {levels:<16} {about}")
+        print(f"{name:<16} {task.kind:<8} {task.direction} {task.objective:<14} levels {levels:<16} "
+              f"{about}")
     return 0
 
 
 def cmd_best(run_dir: Path, output: Path | None) -> int:
+    """The run's best program on stdout (a files task's files, each after its `### FILE:` line),
+    or written to `output` (a files task: into that folder, one file each)."""
     status = load_status(run_dir)
-    program = RunPaths(run_dir).best_program
-    if not program.is_file():
+    best = RunPaths(run_dir).best_dir
+    files = {"": best / "program.py"} if (best / "program.py").is_file() else {
+        str(p.relative_to(best / "files")): p for p in sorted((best / "files").rglob("*")) if p.is_file()}
+    if not files:
         raise NoRunError(f"the run in {run_dir} has no evaluated program yet")
-    code = program.read_text()
+    texts = {name: path.read_text() for name, path in files.items()}
     if output is None:
-        sys.stdout.write(code)
+        sys.stdout.write(texts[""] if "" in texts else pack(texts))
     else:
         try:
-            output.write_text(code)
+            if "" in texts:
+                output.write_text(texts[""])
+            else:  # a folder of its own (its parent must exist, as a program file's must)
+                output.mkdir(exist_ok=True)
+                for name, text in texts.items():
+                    (output / name).parent.mkdir(parents=True, exist_ok=True)
+                    (output / name).write_text(text)
         except OSError as exc:
             raise OutputError(f"-o {output}: cannot write it ({exc.strerror or exc})") from None
-        print(f"wrote {output}")
+        print(f"wrote {output}" + (f" ({', '.join(texts)})" if "" not in texts else ""))
     print(f"best score {status.get('best_score')} (node {status.get('best_node')}{level_note(status)})",
           file=sys.stderr)
     return 0

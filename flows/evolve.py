@@ -223,5 +223,5 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
         session.close(mlflow_status, last)  # every sink records what is left, then closes
         final = {**last["status"], **after_close(session.hub)}
         write_atomic(session.paths.status, json.dumps(final, indent=2, default=str) + "\n")
-    final["best_program"] = str(session.paths.best_program)
+    final["best_program"] = str(session.paths.best_dir / session.ctx.task.artifact.stored_root())
     return final

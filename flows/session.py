@@ -77,8 +77,8 @@ class Session:
                 texts["leaderboard.md"] = self.paths.leaderboard.read_text()
             final = snapshot["status"]
             metrics = {k: v for k, v in final.items() if isinstance(v, (int, float)) and k in _ACCOUNTING}
-            files = [(self.paths.best_program, "best"), (self.paths.config, None),
-                     (self.paths.figures, "report")]
+            best = self.paths.best_dir / self.ctx.task.artifact.stored_root()
+            files = [(best, "best"), (self.paths.config, None), (self.paths.figures, "report")]
             self.hub.emit(Event(EventKind.CLOSE, pool_version=self.state.pool.v,
                                 meta={"wall_s": self.state.wall_s(),
                                       SAMPLER_STATE_META: sampler_state(self.state.sampler)},
@@ -202,10 +202,10 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, wor
     target = (tracking_target(workspace, task.name, cfg.tracking.tracking_uri, cfg.tracking.experiment)
               if tracker is not None else None)
     timeline = Timeline(paths.timeline, session=time.time())  # one line per snapshot, for the plots
-    sinks: list[Sink] = [NodeDatabase(store), RunFiles(paths, timeline), accounting,
+    sinks: list[Sink] = [NodeDatabase(store), RunFiles(paths, timeline, task.artifact), accounting,
                          PrefectArtifacts(task.name, run_id, cfg.budget.max_evals, target)]
     if tracker is not None:
-        sinks.append(MlflowRecords(tracker, task.search_level, paths))
+        sinks.append(MlflowRecords(tracker, task.search_level, paths, task.artifact))
     if run_base is not None and cfg.analyze.write_back:
         sinks.append(CognitionWriteBack(cognition, run_base, run_id, task.name,
                                         cfg.cognition.dedupe_similarity))

@@ -34,7 +34,12 @@ class RunPaths:
 
     @property
     def best_program(self) -> Path:
-        return self.root / "best" / "program.py"
+        return self.best_dir / "program.py"
+
+    @property
+    def best_dir(self) -> Path:
+        """The best candidate's files: `program.py`, or a files task's `files/<path>`."""
+        return self.root / "best"
 
     @property
     def report(self) -> Path:

@@ -14,23 +14,21 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from evoforge.evaluators.task import EVALUATOR, Task
 from evoforge.infra.config import RunConfig
-from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED, PROPOSED, Node
-from evoforge.infra.prompt_format import render_program_section
 from evoforge.stages.evaluation.guardrails import GUARD, QUICK_TEST_PREFIX
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
 from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item
-from evoforge.stages.research import unified_diff
 from evoforge.stages.research_prompt import DIFF_RULES, SYSTEM
 
 CRASH, TIMEOUT, INVALID, NOT_FAILED = "crash", "timeout", "invalid", "not_failed"
@@ -50,11 +48,12 @@ _DEATHS = ("killed by", "exited with code")  # a signal, or an exit before the r
 _ERROR_CHARS, _TRACEBACK_CHARS, _OUTPUT_CHARS = 2000, 4000, 2000
 
 
-def classify_failure(node: Node, program_name: str) -> str:
+def classify_failure(node: Node, program_names: Collection[str]) -> str:
     """What ended the node's evaluation: CRASH, TIMEOUT, INVALID, or NOT_FAILED (no failed run).
 
     A crash is an exception whose innermost frame in the task folder is in the program (not in
-    evaluator.py, which raising means it judged the result invalid), a signal other than the
+    evaluator.py, which raising means it judged the result invalid; `program_names` are the
+    task's evolvable files), a signal other than the
     CPU-time limit's, or an exit without a result. Static-check failures, rejections, internal
     errors and failed LLM calls ran no evaluation and are NOT_FAILED.
     """
@@ -65,13 +64,14 @@ def classify_failure(node: Node, program_name: str) -> str:
         return TIMEOUT
     if error.startswith(_DEATHS):
         return CRASH
-    return CRASH if _raised_in_program(node.artifacts.get("traceback", ""), program_name) else INVALID
+    return CRASH if _raised_in_program(node.artifacts.get("traceback", ""), program_names) else INVALID
 
 
-def _raised_in_program(traceback: str, program_name: str) -> bool:
+def _raised_in_program(traceback: str, program_names: Collection[str]) -> bool:
+    names = {PurePath(n).name for n in program_names}
     for path in reversed(_FRAME.findall(traceback)):
         name = PurePath(path).name
-        if name == program_name:
+        if name in names:
             return True
         if name == EVALUATOR:
             return False
@@ -109,8 +109,10 @@ def repair_messages(task: Task, node: Node) -> list[dict[str, str]]:
         text = node.artifacts.get(key, "").strip()
         if text:
             parts.append(f"{label}:\n```text\n{text[-size:]}\n```")
-    parts.append(render_program_section(node.code, task.language))
+    parts.append(task.artifact.show(node.code))
     parts.append(DIFF_RULES)
+    if task.artifact.answer_rules():
+        parts.append(task.artifact.answer_rules())
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
 
 
@@ -128,7 +130,7 @@ class Debug(Stage):
 
     def skips(self, item: Item, ctx: StageContext) -> bool:
         node = item.node
-        return (node is None or classify_failure(node, ctx.task.program_name) != CRASH
+        return (node is None or classify_failure(node, ctx.task.artifact.names()) != CRASH
                 or len(RepairData.peek(node).attempts) >= ctx.config.guard.repair_attempts)
 
 
@@ -140,7 +142,7 @@ async def debug(item: Item, ctx: StageContext) -> StageResult:
     """Send a crashed candidate back to the engineer repaired, or pass the item on unchanged."""
     assert item.node is not None
     crashed = item.node
-    if (classify_failure(crashed, ctx.task.program_name) != CRASH
+    if (classify_failure(crashed, ctx.task.artifact.names()) != CRASH
             or len(RepairData.peek(crashed).attempts) >= ctx.config.guard.repair_attempts):
         return StageResult(crashed)
     node = crashed.copy()
@@ -151,12 +153,11 @@ async def debug(item: Item, ctx: StageContext) -> StageResult:
     except LLMError as exc:
         return _unrepaired(node, attempt, f"LLM call failed: {exc}")
     try:
-        parsed = parse_answer(completion.text)
-        code = apply_answer(crashed.code, parsed, language=ctx.task.language)
+        applied = ctx.task.artifact.apply(crashed.code, completion.text)
     except EditError as exc:
         return _unrepaired(node, attempt, f"unusable answer: {exc}")
-    attempt["repair"] = parsed.motivation.strip()[:500]
-    _reset(node, code, unified_diff(item.parent.code, code))
+    attempt["repair"] = applied.motivation.strip()[:500]
+    _reset(node, applied.code, ctx.task.artifact.diff(item.parent.code, applied.code))
     return StageResult(node, to=_ENGINEER)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from evoforge.evaluators.task import Task
 from evoforge.infra.config import RunConfig
-from evoforge.infra.evolve_block import EditError, split_program
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.prompt_format import JUDGE_MARKER, parse_judge_score
@@ -54,10 +53,7 @@ class Judge(Stage):
 
 def judge_messages(node: Node, task: Task) -> list[dict[str, str]]:
     """The prompt: the candidate's EVOLVE block, its score and metrics, and the one-line answer form."""
-    try:
-        block = split_program(node.code).block
-    except EditError:
-        block = node.code
+    block = task.artifact.evolvable(node.code)
     if len(block) > _MAX_BLOCK_CHARS:
         block = block[:_MAX_BLOCK_CHARS] + "\n# [... cut]"
     metrics = ", ".join(f"{k}={v:.6g}" for k, v in sorted(node.metrics.items())[:20]) or "none"

@@ -9,18 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evoforge.infra.config import RunConfig
-from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import STALE
-from evoforge.infra.prompt_format import REFLECT_MARKER, parse_decision, render_program_section
+from evoforge.infra.prompt_format import PROGRAM_HEADER, REFLECT_MARKER, parse_decision
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
 from evoforge.stages.population.history import PoolHistory
 from evoforge.stages.population.item import Item, ItemUpdate
-from evoforge.stages.research import unified_diff
 from evoforge.stages.research_prompt import DIFF_RULES, SYSTEM
 
 _MAX_UPDATES = 5
@@ -56,12 +54,13 @@ def reflection_messages(item: Item, ctx: StageContext, history: PoolHistory) -> 
         parts.append(f"### v{update.v}: {update.kind.replace('_', ' ')} node {u.id}, score "
                      f"{ctx.pool.value(u) if ctx.pool.value(u) is not None else u.score_partial}\n"
                      f"Motivation: {u.motivation.strip()[:400] or 'n/a'}\n```diff\n{u.diff.rstrip()}\n```")
-    parts.append(render_program_section(best.code, ctx.task.language).replace("## Current program",
-                                                           "## Current program (the pool's best)"))
+    parts.append(ctx.task.artifact.show(best.code).replace(PROGRAM_HEADER,
+                                                           f"{PROGRAM_HEADER} (the pool's best)", 1))
     parts.append(
         f"{REFLECT_MARKER} answer with one line `Decision: keep` (evaluate the candidate as it "
         f"is), `Decision: drop` (it no longer adds value), or `Decision: patch` followed by the "
-        f"candidate's idea applied to the current program above, in this form:\n\n{DIFF_RULES}")
+        f"candidate's idea applied to the current program above, in this form:\n\n{DIFF_RULES}"
+        + (f"\n{ctx.task.artifact.answer_rules()}" if ctx.task.artifact.answer_rules() else ""))
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
 
 
@@ -98,12 +97,12 @@ async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> StageR
         return StageResult(node, to=COMMIT, updates=back)
     if decision == "patch":
         try:
-            code = apply_answer(best.code, parse_answer(completion.text), language=ctx.task.language)
+            code = ctx.task.artifact.apply(best.code, completion.text).code
         except EditError as exc:
             node.reflection += f"; reflection: patch unusable ({exc}): kept"
             return StageResult(node, updates=back)
         ReflectData.of(node).patched_from = item.parent.id
-        node.code, node.diff = code, unified_diff(best.code, code)
+        node.code, node.diff = code, ctx.task.artifact.diff(best.code, code)
         node.parent_id, node.pool_version = best.id, ctx.pool.v
         node.reflection += f"; reflection: patched onto {best.id}"
         rebased = ItemUpdate(reflected=True, parent=best, v_i=ctx.pool.v, tainted_by=None)

@@ -5,10 +5,8 @@ proposal is checkpointed (persisted before evaluation) and handed on to the engi
 
 from __future__ import annotations
 
-import difflib
 import time
 
-from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import FAILED, PROPOSED, Node
@@ -26,13 +24,6 @@ from evoforge.stages.research_prompt import (
 )
 from evoforge.stages.rounds.branches import Branch
 from evoforge.stages.tuning.param_space import SpaceError, parse_space
-
-
-def unified_diff(old: str, new: str) -> str:
-    """The change from parent to child as a unified diff."""
-    return "".join(
-        difflib.unified_diff(old.splitlines(True), new.splitlines(True), "parent", "candidate", n=2)
-    )
 
 
 class Research(Stage):
@@ -85,17 +76,16 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
     node.backend, node.model = completion.backend, completion.model
     updates = ItemUpdate(prompt=prompt, answer=completion.text)
     try:
-        parsed = parse_answer(completion.text)
-        code = apply_answer(item.parent.code, parsed, language=ctx.task.language)
+        applied = ctx.task.artifact.apply(item.parent.code, completion.text)
     except EditError as exc:
         node.motivation = completion.text.strip()[:500]
         return _fail(node, f"unusable answer: {exc}", updates)
-    node.code = code
-    node.motivation = without_used_line(parsed.motivation)
+    node.code = code = applied.code
+    node.motivation = without_used_line(applied.motivation)
     node.inspirations_used = inspirations_used(completion.text, item.inspirations)
     node.ideas_used = ideas_used(completion.text, item.knowledge)
     node.origin = origin_of(node.ideas_used, item.knowledge, node.inspirations_used)
-    node.diff = unified_diff(item.parent.code, code)
+    node.diff = ctx.task.artifact.diff(item.parent.code, code)
     node.status = PROPOSED
     return StageResult(node, updates=updates)
 

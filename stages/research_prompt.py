@@ -7,13 +7,11 @@ from collections.abc import Sequence
 
 from evoforge.cognition.knowledge import Knowledge
 from evoforge.evaluators.task import Task
-from evoforge.infra.evolve_block import split_program
 from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import (
     FORMAT_DIFF,
     FORMAT_PREFIX,
     FORMAT_REWRITE,
-    render_program_section,
 )
 from evoforge.stages.mutation_contract import CONTRACT, branch_section, tuned_line
 from evoforge.stages.rounds.branches import Branch
@@ -103,9 +101,9 @@ def _score_text(node: Node) -> str:
     return "n/a"
 
 
-def _inspiration(shown: Inspiration | Node, index: int) -> str:
+def _inspiration(shown: Inspiration | Node, index: int, task: Task) -> str:
     node, label = (shown.node, shown.label) if isinstance(shown, Inspiration) else (shown, "other")
-    block = split_program(node.code).block.rstrip()
+    block = task.artifact.evolvable(node.code).rstrip()
     return (
         f"### Inspiration {index}: {label} — {_LABEL_MEANING.get(label, 'another evaluated program')} "
         f"(node {node.id}, score {_score_text(node)})\n"
@@ -191,11 +189,11 @@ def research_messages(
         parts.extend(_knowledge(k, i + 1) for i, k in enumerate(knowledge))
     if inspirations:
         parts.append("## Inspirations (EVOLVE blocks of other evaluated programs)")
-        parts.extend(_inspiration(n, i + 1) for i, n in enumerate(inspirations))
+        parts.extend(_inspiration(n, i + 1, task) for i, n in enumerate(inspirations))
     section = branch_section(branch)
     if section:
         parts.append(section)
-    parts.append(render_program_section(parent.code, task.language))
+    parts.append(task.artifact.show(parent.code))
     if inspirations:
         parts.append(_USED_RULE)
     if knowledge:
@@ -213,5 +211,5 @@ def stable_prefix(task: Task) -> str:
         f"# Task: {task.name}",
         task.description.strip() or "Improve the program.",
         f"Objective: {goal} the metric `{task.objective}`.",
-        _ANSWER_RULES,
+        _ANSWER_RULES + (f"\n{task.artifact.answer_rules()}\n" if task.artifact.answer_rules() else ""),
     ])

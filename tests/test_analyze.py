@@ -11,6 +11,7 @@ from pathlib import Path
 
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import load_task
+from evoforge.infra.artifacts.program import Program
 from evoforge.infra.config import AnalyzeConfig, RunConfig
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm_sim.process import SimulatorProcess
@@ -32,7 +33,6 @@ from evoforge.stages.debug import RepairData
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
-from evoforge.stages.research import unified_diff
 from evoforge.stages.sample import make_sampler
 from tests.scripted_llm import Scripted as _Scripted
 
@@ -81,7 +81,7 @@ def _setup(backend, cfg: RunConfig | None = None, **node_fields) -> tuple[Item, 
         fields["owned"] = {"debug": RepairData(attempts=attempts)}
     item = Item(v_i=1, parent=seed)
     item.node = Node(id="cand", run_id="r", code=code, parent_id="seed", motivation="smaller ring",
-                     diff=unified_diff(TASK.initial_code, code), tokens_in=10, llm_s=1.0, **fields)
+                     diff=Program().diff(TASK.initial_code, code), tokens_in=10, llm_s=1.0, **fields)
     return item, ctx
 
 

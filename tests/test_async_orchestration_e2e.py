@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from evoforge.flows.cli import main
+from evoforge.infra.artifacts.program import Program
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, ROLLED_BACK, STALE
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.timeline import read_timeline
 from evoforge.stages.reflect import ReflectData
-from evoforge.stages.research import unified_diff
 from tests.helpers import prefect_run_of, read_nodes, read_status
 
 pytestmark = pytest.mark.slow
@@ -72,13 +72,13 @@ def test_reflective_reflects_over_http_and_records_each_decision(tmp_path):
         elif verdict.startswith("patched onto "):  # its idea re-applied to the best: a new parent
             onto = verdict.removeprefix("patched onto ")
             assert node.status in (EVALUATED, FAILED) and node.parent_id == onto, (node.id, node.status)
-            assert node.diff == unified_diff(by_id[onto].code, node.code), node.id
+            assert node.diff == Program().diff(by_id[onto].code, node.code), node.id
             assert ReflectData.peek(node).patched_from not in (None, onto), (node.id, node.owned)
         else:  # kept: evaluated as it was designed, on the parent it was designed on
             assert verdict.endswith("kept"), node.reflection
             assert node.status in (EVALUATED, FAILED), (node.id, node.status)
             assert ReflectData.peek(node).patched_from is None, node.id
-            assert node.diff == unified_diff(by_id[node.parent_id].code, node.code), node.id
+            assert node.diff == Program().diff(by_id[node.parent_id].code, node.code), node.id
     patched = [n for n in reflected if "patched onto" in n.reflection]
     assert status["patched"] == len(patched)
     assert status["wasted_llm_s"] == pytest.approx(

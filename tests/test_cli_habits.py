@@ -40,6 +40,8 @@ def test_tasks_lists_every_built_in_task_with_its_objective(capsys):
     assert [line.split()[0] for line in lines] == builtin_task_names()
     digits = next(line for line in lines if line.startswith("digits"))
     assert "accuracy" in digits and "pilot/full/final" in digits
+    tour = next(line for line in lines if line.startswith("tour_files"))
+    assert tour.split()[1] == "files" and digits.split()[1] == "program"
 
 
 @pytest.mark.slow

@@ -120,7 +120,7 @@ def _failed(error: str, traceback: str = "", **changes) -> Node:
     ],
 )
 def test_the_classifier_tells_a_crash_from_a_timeout_an_invalid_result_and_the_rest(node, kind):
-    assert classify_failure(node, "initial_program.py") == kind
+    assert classify_failure(node, ("initial_program.py",)) == kind
 
 
 @pytest.fixture
@@ -239,7 +239,7 @@ def test_end_to_end_a_crashing_first_program_is_repaired_and_evaluated(tmp_path,
     assert first.status == FAILED and "ZeroDivisionError" in first.error
     assert first.failed_stage == ("guard" if quick_test else "engineer")
     assert first.error.startswith("quick test: ") == quick_test
-    assert classify_failure(first, task.program_name) == CRASH
+    assert classify_failure(first, task.artifact.names()) == CRASH
     assert result.to == "engineer" and item.node.status == PROPOSED
     assert Engineer().admit(item, ctx).admitted
     second, result = _run_engineer_and_debug(item, ctx)
@@ -274,7 +274,7 @@ def test_real_sandbox_failures_are_classified(tmp_path, block, kind):
     ctx = make_ctx(task, tmp_path, llm=Scripted(REWRITE_FIX))
     item = candidate_item(task, with_block(task, block))
     node = engineered(item, ctx)
-    assert node.status == FAILED and classify_failure(node, task.program_name) == kind, node.error
+    assert node.status == FAILED and classify_failure(node, task.artifact.names()) == kind, node.error
     result = _debugged(item, ctx)
     assert (result.to == "engineer") == (kind == CRASH)
     assert ("return 2.0" in item.node.code) == (kind == CRASH)
@@ -287,4 +287,4 @@ def test_an_invalid_circle_packing_is_not_repaired(tmp_path):
     node = engineered(candidate_item(task, wrong), make_ctx(task, tmp_path))
     assert node.failed_stage == "engineer" and node.error.startswith("evaluator raised ValueError")
     assert "centers has shape (5, 2), expected (26, 2)" in node.error
-    assert classify_failure(node, task.program_name) == INVALID  # the evaluator rejected it
+    assert classify_failure(node, task.artifact.names()) == INVALID  # the evaluator rejected it

@@ -82,8 +82,8 @@ def test_the_readmes_commands_on_a_run_work_as_written(tmp_path, monkeypatch, ca
     """Run README's commands that read a run, as written, from a folder holding a finished run."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.yaml").write_text("cognition: {enabled: false}\nanalyze: {enabled: false}\n")
-    assert main(["run", "circle_packing", "--max-evals", "6", "--config", "c.yaml", "--no-mlflow",
-                 "--quiet"]) == 0
+    for task in ("circle_packing", "tour_files"):  # the tasks README's commands read runs of
+        assert main(["run", task, "--max-evals", "6", "--config", "c.yaml", "--no-mlflow", "--quiet"]) == 0
     ran = []
     for argv in _evoforge_commands():
         if argv[0] not in READ_ONLY:
@@ -100,6 +100,9 @@ def test_the_readmes_commands_on_a_run_work_as_written(tmp_path, monkeypatch, ca
     assert set(ran) == set(READ_ONLY)
     assert (tmp_path / "best.py").read_text() == (tmp_path / "evoforge-runs" / "circle_packing" / "best"
                                                   / "program.py").read_text()
+    best_files = tmp_path / "evoforge-runs" / "tour_files" / "best" / "files"
+    assert {p.name: p.read_text() for p in (tmp_path / "best-tour").iterdir()} == {
+        p.name: p.read_text() for p in best_files.iterdir()} and len(list(best_files.iterdir())) == 2
 
 
 def test_the_readme_stage_example_plugs_in_and_records_its_data(tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import load_task
+from evoforge.infra.artifacts.program import Program
 from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import SearchReplace, render_diff
 from evoforge.infra.nodes import EVALUATED, STALE, Node
@@ -19,7 +20,6 @@ from evoforge.stages.population.history import NEW_BEST, PoolHistory
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.reflect import reflect
-from evoforge.stages.research import unified_diff
 from evoforge.stages.sample import make_sampler
 from tests.scripted_llm import Scripted
 
@@ -30,7 +30,7 @@ def _setup(backend) -> tuple[Item, StageContext, Node]:
     seed = Node(id="seed", run_id="r", code=TASK.initial_code, status=EVALUATED, score_full=1.0)
     best_code = TASK.initial_code.replace("0.45", "0.46", 1)
     best = Node(id="best", run_id="r", code=best_code, status=EVALUATED, score_full=1.2,
-                parent_id="seed", diff=unified_diff(TASK.initial_code, best_code), motivation="bigger ring")
+                parent_id="seed", diff=Program().diff(TASK.initial_code, best_code), motivation="bigger ring")
     pool = Pool()
     pool.add(seed)
     pool.add(best)
@@ -42,7 +42,7 @@ def _setup(backend) -> tuple[Item, StageContext, Node]:
     cand_code = TASK.initial_code.replace("0.45", "0.44", 1)
     item = Item(v_i=1, parent=seed)
     item.node = Node(id="cand", run_id="r", code=cand_code, parent_id="seed",
-                     diff=unified_diff(TASK.initial_code, cand_code), motivation="smaller ring",
+                     diff=Program().diff(TASK.initial_code, cand_code), motivation="smaller ring",
                      reflection="reflective: staleness 1, similarity 1.00", tokens_in=10, llm_s=1.0)
     return item, ctx, best
 

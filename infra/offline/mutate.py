@@ -26,8 +26,10 @@ import tokenize
 import warnings
 from collections.abc import Callable, Iterator
 
+from evoforge.infra.artifacts.bundle import is_packed
 from evoforge.infra.evolve_block import EditError, split_program
 from evoforge.infra.offline.choices import edit_boolean, edit_choice, edit_reorder, flip_one
+from evoforge.infra.offline.files import mutate_files
 from evoforge.infra.offline.ml_moves import builds_pipeline, ml_move
 from evoforge.infra.offline.mutation import Mutation
 from evoforge.infra.offline.source import KNOB_FUNCTION, Number, ProgramView, char_col, replace_span
@@ -56,9 +58,12 @@ _COMPARE_SYMBOLS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
 def mutate_program(code: str, rng: random.Random, max_edits: int = 3) -> Mutation:
-    """Apply 1..max_edits random edits to the EVOLVE block of ``code``; never returns ``code``."""
+    """Apply 1..max_edits random edits to the EVOLVE block of ``code``; never returns ``code``.
+    Packed files (a ``files`` task) get the edits in one of their files."""
     if max_edits < 1:
         raise ValueError(f"max_edits must be at least 1, got {max_edits}")
+    if is_packed(code):
+        return mutate_files(code, rng, lambda text: mutate_program(text, rng, max_edits))
     split = split_program(code)
     move = _pipeline_move(code, rng, _PIPELINE_MOVE_P)
     if move is not None:

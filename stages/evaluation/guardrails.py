@@ -35,6 +35,7 @@ RULE_SYNTAX = "syntax"
 RULE_FROZEN = "outside the EVOLVE block"
 RULE_REQUIRED = "required name"
 RULE_FORBIDDEN = "forbidden import"
+RULE_FILES = "files"
 
 
 @dataclass(frozen=True)
@@ -49,26 +50,47 @@ class Violation:
 
 
 def static_violation(code: str, task: Task) -> Violation | None:
-    """The first static rule ``code`` breaks as a candidate of ``task``, or None when it passes."""
-    if not task.is_python:  # another language: its evaluator compiles it; only the frozen region is ours
-        return frozen_region_violation(code, task.initial_code)
-    tree = _parse(code, task.program_name)
-    if isinstance(tree, Violation):
-        return tree
-    frozen = frozen_region_violation(code, task.initial_code)
-    if frozen is not None:
-        return frozen
-    defined = defined_names(tree)
+    """The first static rule ``code`` breaks as a candidate of ``task``, or None when it passes.
+
+    Each evolvable file of the artifact (the program; a ``files`` task's listed files) is checked
+    on its own (a Python one compiled, its frozen region compared), then the constraints over
+    all the Python files: a required name defined at the top level of one, no forbidden import
+    in any."""
+    kind = task.artifact
+    try:
+        sources, initial = kind.sources(code), kind.sources(task.initial_code)
+    except ValueError as exc:
+        return Violation(RULE_FILES, f"the candidate's files cannot be read: {exc}")
+    if list(sources) != list(initial):
+        return Violation(RULE_FILES, f"the candidate has the files {', '.join(sources)}; the task's "
+                                     f"are {', '.join(initial)}")
+    named = len(sources) > 1 or task.kind != "program"
+    trees: list[tuple[str, ast.Module]] = []
+    for name, text in sources.items():
+        where = f"{name}: " if named else ""
+        if kind.is_python(name):
+            tree = _parse(text, name or task.program_name)
+            if isinstance(tree, Violation):
+                return Violation(tree.rule, where + tree.detail)
+            trees.append((where, tree))
+        frozen = frozen_region_violation(text, initial[name])
+        if frozen is not None:
+            return Violation(frozen.rule, where + frozen.detail)
+    if not trees:  # another language: its evaluator compiles it; only the frozen region is ours
+        return None
+    defined = set().union(*(defined_names(tree) for _, tree in trees))
     for name in task.constraints.required_names:
         if name not in defined:
-            return Violation(RULE_REQUIRED, f"'{name}' is not defined at the top level of the program")
+            place = "of any of the project's files" if named else "of the program"
+            return Violation(RULE_REQUIRED, f"'{name}' is not defined at the top level {place}")
     forbidden = task.constraints.forbidden_imports
-    for line, module in imported_modules(tree) if forbidden else ():
-        banned = next((f for f in forbidden
-                       if module == f or module.startswith(f + ".")), None)
-        if banned is not None:
-            return Violation(RULE_FORBIDDEN, f"the program imports '{module}' (line {line}); "
-                                             f"'{banned}' is forbidden by the task")
+    for where, tree in trees if forbidden else ():
+        for line, module in imported_modules(tree):
+            banned = next((f for f in forbidden
+                           if module == f or module.startswith(f + ".")), None)
+            if banned is not None:
+                return Violation(RULE_FORBIDDEN, f"{where}the program imports '{module}' (line {line}); "
+                                                 f"'{banned}' is forbidden by the task")
     return None
 
 

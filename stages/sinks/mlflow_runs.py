@@ -3,6 +3,8 @@ Optuna trial, one per promotion of it)."""
 
 from __future__ import annotations
 
+from evoforge.infra.artifacts import ArtifactKind
+from evoforge.infra.artifacts.program import Program
 from evoforge.infra.nodes import EVALUATED, SELECTION_LEVELS, Node
 from evoforge.infra.tracking import ChildRun
 from evoforge.stages.rounds.promotion import Promoted
@@ -19,7 +21,8 @@ def run_tags(node: Node, level: str, kind: str = CANDIDATE) -> dict[str, str]:
             "backend": node.backend, "failed_stage": node.failed_stage or ""}
 
 
-def candidate_run(node: Node, level: str, trials: str | None = None) -> ChildRun:
+def candidate_run(node: Node, level: str, trials: str | None = None,
+                  artifact: ArtifactKind | None = None) -> ChildRun:
     """The candidate's own run `node-<id>` under the parent run: its params (lineage, model,
     knobs), metrics (scores per level, costs), text artifacts and tags; `level` is the search
     level, `trials` the study's trials as JSON (param_trials.json)."""
@@ -42,7 +45,8 @@ def candidate_run(node: Node, level: str, trials: str | None = None) -> ChildRun
         metrics.update({f"saturation_{k}": v for k, v in tuning.saturation.items() if v is not None})
     if node.hardcoded:
         params["hardcoded"] = "; ".join(node.hardcoded)
-    texts = {"program.py": node.code, "diff.txt": node.diff,  # .txt: MLflow's UI previews it, not .patch
+    # diff.txt: MLflow's UI previews a .txt, not a .patch
+    texts = {**(artifact or Program()).stored(node.code), "diff.txt": node.diff,
              "motivation.md": node.motivation, "error.txt": node.error or "",
              "analysis.md": node.analysis, "param_trials.json": trials or ""}
     tags = run_tags(node, level)

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evoforge.infra.artifacts import ArtifactKind
 from evoforge.infra.nodes import Node
 from evoforge.infra.runfiles import RunPaths
 from evoforge.infra.tracking import ChildRun, Tracker
@@ -50,8 +51,9 @@ class MlflowRecords(Sink):
     name = "mlflow"
     interval_s = 1.0
 
-    def __init__(self, tracker: Tracker, level: str, paths: RunPaths) -> None:
-        self.tracker, self.level, self.paths = tracker, level, paths
+    def __init__(self, tracker: Tracker, level: str, paths: RunPaths,
+                 artifact: ArtifactKind | None = None) -> None:
+        self.tracker, self.level, self.paths, self.artifact = tracker, level, paths, artifact
         self.candidates = 0
 
     def record(self, events: Sequence[Event]) -> None:
@@ -62,8 +64,8 @@ class MlflowRecords(Sink):
             if event.kind == EventKind.FINISHED and node is not None and node.status.terminal:
                 study = study_of(event)
                 children = trial_runs(node, study, self.level) if study is not None else []
-                runs.append((candidate_run(node, self.level, trials_text(node, study)), children,
-                             event.llm_calls))
+                run = candidate_run(node, self.level, trials_text(node, study), self.artifact)
+                runs.append((run, children, event.llm_calls))
                 score = node.score(self.level)
                 if event.new_best and score is not None:
                     best = ({f"best_score_{self.level}": score, "evaluations": float(event.evaluations)},
@@ -136,5 +138,6 @@ class MlflowRecords(Sink):
             if node.status.terminal:
                 trials = self.paths.param_trials(node.id)
                 expected[node.id] = candidate_run(node, self.level,
-                                                  trials.read_text() if trials.is_file() else None)
+                                                  trials.read_text() if trials.is_file() else None,
+                                                  self.artifact)
         self.tracker.reconcile(expected)

@@ -1,10 +1,11 @@
 """The run files sink: each node's folder (`nodes/<id>/`: program, diff, prompt, answer, analysis,
-result.json), `best/program.py`, `research_plan.md`, and the snapshots a person or `evoforge
-status` reads while the run goes on (status.json, leaderboard.md and .json, timeline.jsonl).
+result.json; a files task's files under `files/`), `best/program.py` (`best/files/`),
+`research_plan.md`, and the snapshots a person or `evoforge status` reads while the run goes on
+(status.json, leaderboard.md and .json, timeline.jsonl).
 
 Every file is written whole through a rename (readers never see half a file). On resume,
 `rebuild` writes the folder of every node the database holds and the disk lacks (a killed
-session's last proposals), and rewrites `best/program.py`.
+session's last proposals).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evoforge.infra.artifacts import ArtifactKind
+from evoforge.infra.artifacts.program import Program
 from evoforge.infra.nodes import Node
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.infra.timeline import Timeline
@@ -30,8 +33,10 @@ class RunFiles(Sink):
     name = "files"
     interval_s = 0.5
 
-    def __init__(self, paths: RunPaths, timeline: Timeline | None = None) -> None:
+    def __init__(self, paths: RunPaths, timeline: Timeline | None = None,
+                 artifact: ArtifactKind | None = None) -> None:
         self.paths, self.timeline = paths, timeline
+        self.artifact = artifact or Program()
 
     def record(self, events: Sequence[Event]) -> None:
         nodes: dict[str, tuple[Node, Event]] = {}
@@ -48,14 +53,15 @@ class RunFiles(Sink):
             elif event.kind == EventKind.SNAPSHOT:
                 self._write_snapshot(event.payload)
         for node, _ in nodes.values():
-            write_node_files(self.paths, node)
+            write_node_files(self.paths, node, self.artifact)
         if best is not None:
-            write_atomic(self.paths.best_program, best.code)
+            for name, text in self.artifact.stored(best.code).items():
+                write_atomic(self.paths.best_dir / name, text)
 
     def rebuild(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
             if not (self.paths.node_dir(node.id) / "result.json").is_file():
-                write_node_files(self.paths, node)
+                write_node_files(self.paths, node, self.artifact)
 
     def _write_exchange(self, node_id: str, prompt: Sequence[Mapping[str, str]], answer: str) -> None:
         """The research prompt and answer, once (a repair's or a reflection's do not replace them)."""
@@ -78,12 +84,14 @@ class RunFiles(Sink):
             self.timeline.append(snapshot["status"], t=snapshot["status"]["updated_at"])
 
 
-def write_node_files(paths: RunPaths, node: Node) -> None:
-    """A node's folder: its program, diff, analysis and result.json, as the node has them now."""
+def write_node_files(paths: RunPaths, node: Node, artifact: ArtifactKind | None = None) -> None:
+    """A node's folder: its program (files), diff, analysis and result.json, as the node has them."""
     folder = paths.node_dir(node.id)
     folder.mkdir(parents=True, exist_ok=True)
     if node.code:
-        (folder / "program.py").write_text(node.code)
+        for name, text in (artifact or Program()).stored(node.code).items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(text)
     if node.diff:
         (folder / "diff.patch").write_text(node.diff)
     if node.analysis:

@@ -1,0 +1,56 @@
+"""`program`: one source file whose EVOLVE block evolves (OpenEvolve's format, any language).
+
+The artifact is the program's text; an answer is SEARCH/REPLACE blocks or one fenced program
+(`infra/edits.py`), which must leave the code outside the EVOLVE block as it was.
+
+    >>> kind = Program(program_name="p.py")
+    >>> parent = "# EVOLVE-BLOCK-START\\nx = 1\\n# EVOLVE-BLOCK-END\\n"
+    >>> answer = "Raise it.\\n<<<<<<< SEARCH\\nx = 1\\n=======\\nx = 2\\n>>>>>>> REPLACE\\n"
+    >>> kind.apply(parent, answer).code.splitlines()[1]
+    'x = 2'
+"""
+
+from __future__ import annotations
+
+from evoforge.infra.artifacts.base import Applied, ArtifactKind
+from evoforge.infra.edits import apply_answer, parse_answer
+from evoforge.infra.evolve_block import EditError, split_program
+from evoforge.infra.prompt_format import render_program_section
+
+
+class Program(ArtifactKind):
+    """A single program file with an EVOLVE block (the whole file when it has no markers)."""
+
+    name = "program"
+    about = "one source file; its EVOLVE block evolves (OpenEvolve's format, any language)"
+
+    def show(self, artifact: str) -> str:
+        return render_program_section(artifact, self.language)
+
+    def apply(self, parent: str, answer: str) -> Applied:
+        parsed = parse_answer(answer)
+        return Applied(apply_answer(parent, parsed, language=self.language), parsed.motivation)
+
+    def evolvable(self, artifact: str) -> str:
+        try:
+            return split_program(artifact).block
+        except EditError:  # broken markers: all of it
+            return artifact
+
+    def sources(self, artifact: str) -> dict[str, str]:
+        return {self.program_name: artifact}
+
+    def stored(self, artifact: str) -> dict[str, str]:
+        return {"program.py": artifact}
+
+    def stored_root(self) -> str:
+        return "program.py"
+
+    def write(self, artifact: str, initial: str, workdir) -> None:
+        (workdir / self.program_name).write_text(artifact, encoding="utf-8")
+
+    def is_python(self, name: str) -> bool:
+        return self.language == "python"
+
+    def _diff_names(self, name: str) -> tuple[str, str]:
+        return "parent", "candidate"
