@@ -45,13 +45,11 @@ def one_run(task: str, label: str, seed: int, args: argparse.Namespace, root: Pa
         nodes = store.all()
     seed_node = next(n for n in nodes if n.origin == "seed")
     evals = sorted(n.eval_s for n in nodes if n.was_evaluated and n.eval_s)
-    cpu = status.get("cpu") or {}
     return {"task": task, "llm": label, "seed": seed, "exit": code, "evaluations": status["evaluations"],
             "cand_per_min": status["candidates_per_min"], "proposals": status["proposals"],
             "unusable_answers": status["failed_research"], "failed_guard": status["failed_guard"],
             "failed_evaluation": status["failed_evaluation"],
             "eval_s_p50": round(statistics.median(evals), 4) if evals else None,
-            "loop_ms_per_cand": round(1000 * cpu.get("loop_s", 0) / max(status["evaluations"], 1), 1),
             "seed_score": seed_node.score_full, "best_score": status["best_score"]}
 
 

@@ -95,6 +95,9 @@ LANGUAGES = {
     ".jl": "julia", ".sh": "bash", ".metal": "metal", ".txt": "text", ".md": "text",
 }
 OPENEVOLVE_THRESHOLDS = (0.5, 0.75, 0.9)
+TASK_MODEL_FUNCTIONS = ("cases", "run", "metric")  # a text task's evaluator (feedback optional)
+_SIGNATURES = {"evaluate": "evaluate(program_path)", "cases": "cases()",
+               "run": "run(artifact, case, llm)", "metric": "metric(case, output)"}
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,12 @@ class Task:
     def is_python(self) -> bool:
         """True when the artifact is one Python program (parsed and checked statically as one)."""
         return self.kind == "program" and self.language == "python"
+
+    @property
+    def uses_task_model(self) -> bool:
+        """True when candidates are scored by running them with a task model (a `text` task):
+        in the run's process, on the cases of the evaluator's splits, not in the sandbox."""
+        return self.kind == "text"
 
     @cached_property
     def artifact(self) -> ArtifactKind:
@@ -184,9 +193,19 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     theirs = read_openevolve_config(root)
     settings = {**(theirs or {}), **(ours or {})}
     evaluator_path = root / EVALUATOR
-    functions = _evaluator_functions(evaluator_path)
     kind, files = settings.get("kind", "program"), settings.get("files", ())
-    if kind == "files":
+    required = TASK_MODEL_FUNCTIONS if kind == "text" else ("evaluate",)
+    functions = _evaluator_functions(evaluator_path, required)
+    if kind == "text":
+        program_name, language = settings["prompt"], "text"
+        try:
+            initial_code = (root / program_name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TaskError(f"{program_name}: cannot read: {one_line(exc)}") from None
+        if not initial_code.strip():
+            raise TaskError(f"{program_name}: the prompt is empty")
+        functions.setdefault("evaluate", ())
+    elif kind == "files":
         program_name = ""
         language = settings.get("language") or language_of(files[0])
         try:
@@ -202,7 +221,7 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     if ours and ours.get("cascade") and not has_stage1:
         raise TaskError(f"{TASK_YAML}: cascade is true but {EVALUATOR} defines no evaluate_stage1")
     cascade = has_stage1 and settings.get("cascade", True)  # OpenEvolve: no stage1, no cascade
-    has_cases = {"cases", "evaluate_case"} <= functions.keys()
+    has_cases = {"cases", "evaluate_case"} <= functions.keys() or kind == "text"
     if ours and ours.get("cases") and not has_cases:
         raise TaskError(f"{TASK_YAML}: cases is true but {EVALUATOR} lacks cases() or evaluate_case()")
     case_based = has_cases and settings.get("cases", True)
@@ -340,8 +359,9 @@ def _parse(code: str, name: str) -> ast.Module:
         raise TaskError(f"{name}: syntax error at line {exc.lineno}: {exc.msg}") from None
 
 
-def _evaluator_functions(path: Path) -> dict[str, tuple[str, ...]]:
-    """Top-level callables of ``evaluator.py`` mapped to their parameter names."""
+def _evaluator_functions(path: Path, required: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """Top-level callables of ``evaluator.py`` mapped to their parameter names; TaskError naming
+    the first of `required` it lacks."""
     if not path.is_file():
         raise TaskError(f"no {EVALUATOR} in {path.parent} (it must define evaluate(program_path))")
     try:
@@ -357,8 +377,9 @@ def _evaluator_functions(path: Path) -> dict[str, tuple[str, ...]]:
         elif isinstance(node, ast.Assign | ast.ImportFrom | ast.Import):
             for name in _bound_names(node):
                 functions.setdefault(name, ())
-    if "evaluate" not in functions:
-        raise TaskError(f"{EVALUATOR}: no top-level function 'evaluate(program_path)'")
+    for name in required:
+        if name not in functions:
+            raise TaskError(f"{EVALUATOR}: no top-level function '{_SIGNATURES[name]}'")
     return functions
 
 

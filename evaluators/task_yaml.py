@@ -96,9 +96,16 @@ def read_task_yaml(root: Path) -> dict[str, Any] | None:
         raise TaskError(f"{TASK_YAML}: kind files needs 'files', the list of evolvable files")
     if kind != "files" and "files" in out:
         raise TaskError(f"{TASK_YAML}: 'files' is for kind files (this task's kind is {kind})")
-    if kind == "files" and "program" in out:
-        raise TaskError(f"{TASK_YAML}: 'program' is for kind program; a files task lists its files "
-                        f"in 'files'")
+    if kind == "text" and "prompt" not in out:
+        raise TaskError(f"{TASK_YAML}: kind text needs 'prompt', the file of the prompt to evolve")
+    if kind != "text" and "prompt" in out:
+        raise TaskError(f"{TASK_YAML}: 'prompt' is for kind text (this task's kind is {kind})")
+    if "prompt" in out:
+        _check_program_name(out["prompt"], root, "prompt")
+    if kind in ("files", "text") and "program" in out:
+        key = "files" if kind == "files" else "prompt"
+        raise TaskError(f"{TASK_YAML}: 'program' is for kind program; a {kind} task names its {key} in "
+                        f"'{key}'")
     return out
 
 
@@ -257,13 +264,13 @@ def _files(value: Any, where: str) -> tuple[str, ...]:
     return names
 
 
-def _check_program_name(name: str, root: Path) -> None:
+def _check_program_name(name: str, root: Path, key: str = "program") -> None:
     if Path(name).name != name:
-        raise TaskError(f"{TASK_YAML}: program must be a file name in the task folder, got {name!r}")
+        raise TaskError(f"{TASK_YAML}: {key} must be a file name in the task folder, got {name!r}")
     if name == EVALUATOR:
-        raise TaskError(f"{TASK_YAML}: program cannot be {EVALUATOR}")
+        raise TaskError(f"{TASK_YAML}: {key} cannot be {EVALUATOR}")
     if not (root / name).is_file():
-        raise TaskError(f"{TASK_YAML}: program '{name}' does not exist in {root}")
+        raise TaskError(f"{TASK_YAML}: {key} '{name}' does not exist in {root}")
 
 
 _TASK_FIELDS = {
@@ -279,6 +286,7 @@ _TASK_FIELDS = {
     "quick_test": _quick_test,
     "levels": _levels,
     "kind": _kind,
+    "prompt": _name,
     "files": _files,
 }
 _OPENEVOLVE_FIELDS = {

@@ -136,6 +136,11 @@ def status_text(status: dict[str, Any]) -> str:
     for name, failure in (status.get("tracking_failures") or {}).items():
         lines.append(f"not recorded  {name}: {failure['failures']} batches failed "
                      f"(last: {failure['last_error']}; run.log has the traceback)")
+    used = status.get("task_model")
+    if used:
+        lines.append(f"task model    {used['calls']} calls ({used['cached']} cached, {used['failed']} "
+                     f"failed), {used['tokens_in']} tokens in / {used['tokens_out']} out, "
+                     f"{used['seconds']:.1f} s, ${used['cost_usd']:.4f}")
     spending = status.get("spending") or {}
     if spending.get("cap_usd") is not None:
         lines.append(f"spent         ${spending['spent_usd']:.4f} of ${spending['cap_usd']:.4f} "
@@ -195,8 +200,8 @@ def cmd_tasks() -> int:
 
 
 def cmd_best(run_dir: Path, output: Path | None) -> int:
-    """The run's best program on stdout (a files task's files, each after its `### FILE:` line),
-    or written to `output` (a files task: into that folder, one file each)."""
+    """The run's best program (a text task's prompt) on stdout, or written to the file `output`;
+    a files task's several files: each after its `### FILE:` line, or into the folder `output`."""
     status = load_status(run_dir)
     best = RunPaths(run_dir).best_dir
     files = {"": best / "program.py"} if (best / "program.py").is_file() else {
@@ -204,12 +209,13 @@ def cmd_best(run_dir: Path, output: Path | None) -> int:
     if not files:
         raise NoRunError(f"the run in {run_dir} has no evaluated program yet")
     texts = {name: path.read_text() for name, path in files.items()}
+    single = next(iter(texts.values())) if len(texts) == 1 else None
     if output is None:
-        sys.stdout.write(texts[""] if "" in texts else pack(texts))
+        sys.stdout.write(single if single is not None else pack(texts))
     else:
         try:
-            if "" in texts:
-                output.write_text(texts[""])
+            if single is not None:
+                output.write_text(single)
             else:  # a folder of its own (its parent must exist, as a program file's must)
                 output.mkdir(exist_ok=True)
                 for name, text in texts.items():
@@ -217,7 +223,7 @@ def cmd_best(run_dir: Path, output: Path | None) -> int:
                     (output / name).write_text(text)
         except OSError as exc:
             raise OutputError(f"-o {output}: cannot write it ({exc.strerror or exc})") from None
-        print(f"wrote {output}" + (f" ({', '.join(texts)})" if "" not in texts else ""))
+        print(f"wrote {output}" + (f" ({', '.join(texts)})" if single is None else ""))
     print(f"best score {status.get('best_score')} (node {status.get('best_node')}{level_note(status)})",
           file=sys.stderr)
     return 0

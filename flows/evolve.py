@@ -20,6 +20,7 @@ from evoforge.evaluators.cases import list_cases
 from evoforge.evaluators.fitness import reported_error
 from evoforge.evaluators.sandbox import describe_isolation
 from evoforge.evaluators.task import TaskError
+from evoforge.evaluators.task_model import attach_channel
 from evoforge.evaluators.warm import WARM
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
@@ -141,7 +142,11 @@ async def evolution_run(request: RunRequest) -> dict[str, Any]:
     await prepared.check_llm()
     cfg, task, llm = prepared.config, prepared.task, prepared.llm
     prepared.run_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - startup, nothing runs yet
-    cases = await list_cases(task, scratch_root=prepared.run_dir) if task.case_based else None
+    if prepared.task_model is not None:  # a text task: its val split, run by its task model here
+        attach_channel(task, prepared.task_model)
+        cases = prepared.task_model.module.ids("val")
+    else:
+        cases = await list_cases(task, scratch_root=prepared.run_dir) if task.case_based else None
     session = open_session(task, cfg, prepared.run_dir, llm, prepared.workspace, prepared.pipeline,
                            cases=cases, cognition=prepared.cognition, analysis_llm=prepared.analysis_llm)
     handler = attach_run_log(session.paths.log)
@@ -187,6 +192,8 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
         built = build_snapshot(state, session.hub, task.name,
                                {**facts, "state": state_name, "stop_reason": budget.stop_reason(),
                                 "spending": prepared.spending.status() if prepared.spending else None,
+                                "task_model": (prepared.task_model.usage.as_dict()
+                                               if prepared.task_model else None),
                                 "sandbox": {**sandbox_isolation, **WARM.describe(cfg.sandbox.warm)}},
                                engine.gauges(), session.accounting.as_dict())
         session.hub.emit(Event(EventKind.SNAPSHOT, pool_version=state.pool.v, payload=built))

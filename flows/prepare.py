@@ -25,6 +25,7 @@ from evoforge.cognition.minilm import require_extra
 from evoforge.cognition.seeding import task_seeds
 from evoforge.cognition.store import CognitionBase
 from evoforge.evaluators.task import Task, load_task
+from evoforge.evaluators.task_model import TaskChannel, TaskModule
 from evoforge.infra.config import ConfigError, RunConfig
 from evoforge.infra.llm.factory import endpoint_backend, make_backend
 from evoforge.infra.llm.openai_backend import OpenAIBackend
@@ -61,6 +62,7 @@ class Prepared:
     cognition: CognitionBase | None = None  # the workspace's, shared by runs; None when off
     analysis_llm: OpenAIBackend | None = None  # analyze.llm's endpoint; None: the run's LLM
     spending: Spending | None = None  # dollars spent on LLM calls, held to budget.max_cost_usd
+    task_model: TaskChannel | None = None  # a text task's: its module, task model and cache
     checked: bool = False
 
     @property
@@ -92,6 +94,11 @@ class Prepared:
             model = await self.analysis_llm.check()
             if announce:
                 print(f"[evoforge] analysis LLM: {model} at {self.analysis_llm.base_url}", file=sys.stderr)
+        own = self.task_model.backend if self.task_model is not None else None
+        if not self.checked and isinstance(own, OpenAIBackend) and own is not self.llm:
+            model = await own.check()
+            if announce:
+                print(f"[evoforge] task model: {model} at {own.base_url}", file=sys.stderr)
         if not self.checked and self.spending is not None:
             self.spending.require_prices(self._priced_models())
         self.checked = True
@@ -100,7 +107,9 @@ class Prepared:
         """The models the run's calls go to (the offline proposer's cost nothing)."""
         models = list(self.llm.arms) if isinstance(self.llm, Router) else (
             [self.llm.model] if isinstance(self.llm, OpenAIBackend) else [])
-        return models + ([self.analysis_llm.model] if self.analysis_llm is not None else [])
+        own = self.task_model.backend if self.task_model is not None else None
+        return (models + ([self.analysis_llm.model] if self.analysis_llm is not None else [])
+                + ([own.model] if isinstance(own, OpenAIBackend) and own is not self.llm else []))
 
 
 def with_workspace(cfg: RunConfig, run_dir: Path | None) -> RunConfig:
@@ -122,8 +131,30 @@ def prepare(request: RunRequest) -> Prepared:
     analysis = cfg.analyze.llm
     analysis_llm = (endpoint_backend(cfg.llm, analysis, cfg.seed, "analyze.llm", spending)
                     if analysis else None)
-    return Prepared(request, task, make_backend(cfg.llm, cfg.seed, spending), pipeline, cognition,
-                    analysis_llm, spending=spending)
+    llm = make_backend(cfg.llm, cfg.seed, spending)
+    task_model = open_task_model(task, cfg, llm, spending) if task.uses_task_model else None
+    return Prepared(request, task, llm, pipeline, cognition, analysis_llm, spending=spending,
+                    task_model=task_model)
+
+
+def open_task_model(task: Task, cfg: RunConfig, llm: LLMBackend, spending: Spending) -> TaskChannel:
+    """The way a text task's prompt reaches its task model: `task_model.llm`, else the proposer's
+    server (the offline proposer cannot run a prompt: a one-line error)."""
+    if cfg.engine.executor != "loop":
+        raise ConfigError(f"engine.executor (--executor): task '{task.name}' is a text task, scored in the "
+                          f"run's process by its task model; use the loop executor")
+    if cfg.task_model.llm is not None:
+        backend: LLMBackend = endpoint_backend(cfg.llm, cfg.task_model.llm, cfg.seed, "task_model.llm",
+                                               spending)
+    elif isinstance(llm, (OpenAIBackend, Router)):
+        backend = llm
+    else:
+        raise ConfigError(f"task '{task.name}' is a text task: a task model (an LLM) runs its prompt on "
+                          f"the cases, and the offline proposer cannot; set --llm-base-url (or "
+                          f"task_model.llm)")
+    setting = cfg.task_model
+    return TaskChannel(TaskModule(task), backend, concurrency=setting.concurrency,
+                       max_tokens=setting.max_tokens, temperature=setting.temperature, prices=cfg.llm.prices)
 
 
 def build_pipeline(cfg: RunConfig) -> Pipeline:

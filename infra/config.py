@@ -229,6 +229,15 @@ class SandboxConfig(_Section):
     warm: bool = True  # fork each evaluation from a per-task fork server with the imports loaded
 
 
+class TaskModelConfig(_Section):
+    """The LLM a text task's prompt is run with on its cases (evaluators/task_model.py)."""
+
+    llm: EndpointConfig | None = None  # None: the proposer's LLM
+    concurrency: int = Field(default=8, ge=1)  # task-model calls at once, over every evaluation
+    max_tokens: int = Field(default=256, ge=1)
+    temperature: float = Field(default=0.0, ge=0)
+
+
 class AnalyzeConfig(_Section):
     """The Analyzer: a structured report on every evaluated candidate, lessons written back."""
 
@@ -326,6 +335,7 @@ class RunConfig(_Section):
     adaptive: AdaptiveConfig = AdaptiveConfig()
     sandbox: SandboxConfig = SandboxConfig()
     analyze: AnalyzeConfig = AnalyzeConfig()
+    task_model: TaskModelConfig = TaskModelConfig()
     judge: JudgeConfig = JudgeConfig()
     guard: GuardConfig = GuardConfig()
     param_search: ParamSearchConfig = ParamSearchConfig()

@@ -293,3 +293,43 @@ def parse_plan_slots(prompt: str) -> list[PlanSlot]:
     """The slots a plan prompt shows, in order."""
     return [PlanSlot(int(m.group(1)), m.group(2), m.group(4).strip(), m.group(3) is not None)
             for m in _PLAN_SLOT_RE.finditer(prompt)]
+
+
+# Text artifacts (kind `text`): the program section's fence language tells a prompt from code, and
+# the research prompt carries the task's feedback on the parent's failed cases, one line each.
+FEEDBACK_HEADER = "## Feedback on the parent's cases"
+_LANGUAGE_RE = re.compile(re.escape(PROGRAM_HEADER) + r"[^\n]*\n+```([a-zA-Z0-9_+-]*)\n")
+_FEEDBACK_RE = re.compile("^" + re.escape(FEEDBACK_HEADER) + r"[^\n]*\n", re.M)
+
+
+def program_language(prompt: str) -> str | None:
+    """The fence language of the prompt's program section ('' when untagged), or None without one.
+
+    >>> program_language(render_program_section("Be brief.", "prompt")), program_language("Hi.")
+    ('prompt', None)
+    """
+    match = _LANGUAGE_RE.search(prompt)
+    return match.group(1) if match else None
+
+
+def render_feedback_section(lines: list[str]) -> str:
+    """The section that carries the feedback on the parent's cases, one line each."""
+    return "\n".join([FEEDBACK_HEADER, *(line.strip() for line in lines if line.strip())]) + "\n"
+
+
+def extract_feedback(prompt: str) -> list[str]:
+    """The non-empty lines of the prompt's feedback section (up to the next `## ` line), or [].
+
+    >>> extract_feedback("Intro.\\n" + render_feedback_section(["[val-3] Too long.", ""]) + "## Next\\nx")
+    ['[val-3] Too long.']
+    """
+    match = _FEEDBACK_RE.search(prompt)
+    if match is None:
+        return []
+    lines: list[str] = []
+    for line in prompt[match.end():].splitlines():
+        if line.startswith("## "):
+            break
+        if line.strip():
+            lines.append(line.strip())
+    return lines

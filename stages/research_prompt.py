@@ -7,11 +7,13 @@ from collections.abc import Sequence
 
 from evoforge.cognition.knowledge import Knowledge
 from evoforge.evaluators.task import Task
+from evoforge.evaluators.task_model import FEEDBACK_ARTIFACT
 from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import (
     FORMAT_DIFF,
     FORMAT_PREFIX,
     FORMAT_REWRITE,
+    render_feedback_section,
 )
 from evoforge.stages.mutation_contract import CONTRACT, branch_section, tuned_line
 from evoforge.stages.rounds.branches import Branch
@@ -184,6 +186,9 @@ def research_messages(
     if parent.analysis.strip():
         analysis = parent.analysis.strip()[:_ANALYSIS_CHARS]
         parts.append(f"### What the Analyzer found about the parent\n{analysis}")
+    feedback = parent.artifacts.get(FEEDBACK_ARTIFACT, "").strip()
+    if feedback:  # a task model's cases: what went wrong on them (GEPA's reflective data)
+        parts.append(render_feedback_section(feedback[:_ANALYSIS_CHARS].splitlines()))
     if knowledge:
         parts.append("## Prior knowledge (retrieved from the cognition base)")
         parts.extend(_knowledge(k, i + 1) for i, k in enumerate(knowledge))

@@ -1,7 +1,7 @@
 """Artifact kinds: what a task evolves (`task.yaml`: `kind:`), one module each.
 
     >>> sorted(KINDS)
-    ['files', 'program']
+    ['files', 'program', 'text']
     >>> make_kind("files", files=("a.py",)).name
     'files'
 """
@@ -11,10 +11,11 @@ from __future__ import annotations
 from evoforge.infra.artifacts.base import Applied, ArtifactKind
 from evoforge.infra.artifacts.files import Files
 from evoforge.infra.artifacts.program import Program
+from evoforge.infra.artifacts.text import Text
 
 __all__ = ["KINDS", "Applied", "ArtifactKind", "make_kind"]
 
-KINDS: dict[str, type[ArtifactKind]] = {kind.name: kind for kind in (Program, Files)}
+KINDS: dict[str, type[ArtifactKind]] = {kind.name: kind for kind in (Program, Files, Text)}
 
 
 def make_kind(name: str, **spec) -> ArtifactKind:

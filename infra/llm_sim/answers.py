@@ -1,5 +1,7 @@
 """What the simulated LLM says: a real mutation of the prompt's program, or a deliberate dud (and
-a seeded structured report to an analysis prompt, a seeded score to a judge prompt)."""
+a seeded structured report to an analysis prompt, a seeded score to a judge prompt, an added
+instruction to a text artifact (text_edits.py), and a task model's answer to any message that is
+none of evoforge's own prompts (task_model.py))."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import random
 from evoforge.infra.edits import SearchReplace, render_diff
 from evoforge.infra.evolve_block import START_MARKER, EditError
 from evoforge.infra.llm_sim.citations import citation_lines
+from evoforge.infra.llm_sim.task_model import is_task_model_call, task_model_answer
+from evoforge.infra.llm_sim.text_edits import TEXT_LANGUAGE, text_edit_answer
 from evoforge.infra.offline.analysis import simulated_analysis
 from evoforge.infra.offline.answer import render_answer
 from evoforge.infra.offline.judge_answer import simulated_judge_answer
@@ -21,6 +25,7 @@ from evoforge.infra.prompt_format import (
     is_judge_prompt,
     is_plan_prompt,
     is_reflection_prompt,
+    program_language,
     requested_format,
 )
 
@@ -37,9 +42,12 @@ _GARBLED = (
 )
 
 
-def build_answer(prompt: str, rng: random.Random) -> str:
+def build_answer(prompt: str, rng: random.Random, system: str = "") -> str:
     """An answer that edits the prompt's program the way the prompt asks (diff or rewrite); an
-    analysis or a judge prompt gets a seeded answer in the form it asks for."""
+    analysis or a judge prompt gets a seeded answer in the form it asks for; a message that is none
+    of evoforge's own prompts gets the task model's answer to it under the ``system`` message."""
+    if is_task_model_call(prompt):
+        return task_model_answer(system, prompt)
     if is_analysis_prompt(prompt):
         return simulated_analysis(prompt, rng, PREFACE)
     if is_judge_prompt(prompt):
@@ -51,6 +59,8 @@ def build_answer(prompt: str, rng: random.Random) -> str:
         return f"{PREFACE}: the prompt carries no '{PROGRAM_HEADER}' section, so I cannot edit it."
     if is_reflection_prompt(prompt):
         return reflection_answer(prompt, draw_decision(rng), rng, PREFACE)
+    if program_language(prompt) == TEXT_LANGUAGE:
+        return text_edit_answer(prompt, program, rng)
     try:
         mutation = mutate_program(program, rng)
     except EditError as exc:

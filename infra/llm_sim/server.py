@@ -10,6 +10,8 @@ answer cannot be applied; ``truncated`` is an answer cut mid-way with finish_rea
 whose body is cut-off JSON; ``huge`` an answer of ``huge_chars`` characters, max_tokens ignored.
 An outage (outage.py) answers 503 on chat and models for its length. A client that
 disconnects frees its slot, as vLLM aborts the request.
+A request that is none of evoforge's own prompts is a task-model call, answered from its system
+and last user messages (task_model.py).
 ``/v1/embeddings`` answers at once, outside the slots, with a unit vector per text that depends
 only on the text (384-d unless the request asks for ``dimensions``).
 """
@@ -145,7 +147,7 @@ class Simulator:
             self._errors["bad_request"] += 1
             return _error(400, f"the request body is not valid JSON: {exc}", "invalid_request_error")
         try:
-            prompt, prompt_chars = _read_messages(body)
+            prompt, system, prompt_chars = _read_messages(body)
         except ValueError as exc:
             self._errors["bad_request"] += 1
             return _error(400, str(exc), "invalid_request_error")
@@ -169,7 +171,7 @@ class Simulator:
                 self._errors["client_disconnect"] += 1
                 return Response(status_code=499)
             malformed = failing and kind == "malformed"
-            text = malformed_answer(prompt, rng) if malformed else build_answer(prompt, rng)
+            text = malformed_answer(prompt, rng) if malformed else build_answer(prompt, rng, system)
         if failing and kind in _ANSWER_FAULTS:
             text, finish = _faulty(text, kind, rng, self.cfg.huge_chars)
         else:
@@ -311,8 +313,8 @@ async def _hold(request: Request, seconds: float) -> bool:
     return False
 
 
-def _read_messages(body: Any) -> tuple[str, int]:
-    """(the last user message, total characters of all messages), or ValueError."""
+def _read_messages(body: Any) -> tuple[str, str, int]:
+    """(the last user message, the system messages, total characters of all messages), or ValueError."""
     if not isinstance(body, dict):
         raise ValueError("the request body must be a JSON object")
     if body.get("stream"):
@@ -329,7 +331,8 @@ def _read_messages(body: Any) -> tuple[str, int]:
             content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
         texts.append((message.get("role"), str(content)))
     prompt = next((text for role, text in reversed(texts) if role == "user"), "")
-    return prompt, sum(len(text) for _, text in texts)
+    system = "\n".join(text for role, text in texts if role in ("system", "developer"))
+    return prompt, system, sum(len(text) for _, text in texts)
 
 
 def _read_embedding_request(body: Any) -> tuple[list[str], int]:

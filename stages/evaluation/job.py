@@ -24,6 +24,7 @@ from evoforge.evaluators.cases import CaseOutcome, evaluate_cases
 from evoforge.evaluators.evaluation import EvalOutcome, evaluate_program, quick_test_program
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task
+from evoforge.evaluators.task_model import channel_of
 from evoforge.stages.population.speculation import Reference, Speculation
 
 Release = Callable[[float, dict[str, float]], None]  # (prefix score, prefix case scores)
@@ -118,9 +119,13 @@ async def _evaluate_fully(request: EvalRequest, release: Release | None) -> Eval
     if request.speculation is not None:
         s = request.speculation
         spec = Speculation(s.alpha, len(request.order), s.prune, s.reference, release)
-    outcome: CaseOutcome = await evaluate_cases(
-        request.task, request.code, list(request.order), on_case=spec.on_case if spec else None,
-        limits=request.limits, scratch_root=request.scratch)
+    on_case = spec.on_case if spec else None
+    if request.task.uses_task_model:  # a text artifact: run by the task model, in this process
+        outcome: CaseOutcome = await channel_of(request.task).evaluate(request.code, list(request.order),
+                                                                        on_case)
+    else:
+        outcome = await evaluate_cases(request.task, request.code, list(request.order), on_case=on_case,
+                                       limits=request.limits, scratch_root=request.scratch)
     if spec is None:
         return EvalReport(outcome)
     return EvalReport(outcome, score_partial=spec.partial, released_at=spec.released_at,

@@ -1,0 +1,47 @@
+"""`text`: a prompt or instruction file, evaluated by running it with a task model on cases.
+
+The artifact is the file's text; an answer is SEARCH/REPLACE blocks over its lines or the whole
+new text in one fenced block (a file with EVOLVE markers: only its block may change). The prompt
+shows it fenced as `prompt`, so an answerer tells it from code.
+
+    >>> kind = Text(program_name="prompt.md", language="text")
+    >>> answer = ("Say it.\\n<<<<<<< SEARCH\\nBe brief.\\n=======\\n"
+    ...           "Be brief. Start with 'Answer:'.\\n>>>>>>> REPLACE\\n")
+    >>> kind.apply("You answer questions.\\nBe brief.\\n", answer).code
+    "You answer questions.\\nBe brief. Start with 'Answer:'.\\n"
+"""
+
+from __future__ import annotations
+
+from evoforge.infra.artifacts.base import Applied, ArtifactKind
+from evoforge.infra.edits import apply_answer, parse_answer
+from evoforge.infra.prompt_format import render_program_section
+
+TEXT_FENCE = "prompt"  # the fence language of a text artifact in a prompt
+
+
+class Text(ArtifactKind):
+    """A prompt or instruction file (the task's `prompt:`), run by a task model on its cases."""
+
+    name = "text"
+    about = "a prompt or instruction file, scored by running it with a task model on cases"
+
+    def show(self, artifact: str) -> str:
+        return render_program_section(artifact, TEXT_FENCE)
+
+    def answer_rules(self) -> str:
+        return ("The program here is a prompt (plain text given to a task model), not code: change "
+                "its wording and instructions; the SEARCH part of a block matches whole lines of it.")
+
+    def apply(self, parent: str, answer: str) -> Applied:
+        parsed = parse_answer(answer)
+        return Applied(apply_answer(parent, parsed, language="text"), parsed.motivation)
+
+    def sources(self, artifact: str) -> dict[str, str]:
+        return {self.program_name: artifact}
+
+    def stored_root(self) -> str:
+        return f"files/{self.program_name}"
+
+    def is_python(self, name: str) -> bool:
+        return False
