@@ -79,6 +79,7 @@ from evoforge.evaluators.task_yaml import (
 from evoforge.infra import pyast
 from evoforge.infra.artifacts import ArtifactKind, make_kind
 from evoforge.infra.artifacts.files import load_files
+from evoforge.infra.artifacts.playbook import parse_playbook
 from evoforge.infra.evolve_block import END_MARKER, START_MARKER, EditError, split_program
 
 __all__ = [
@@ -96,6 +97,7 @@ LANGUAGES = {
 }
 OPENEVOLVE_THRESHOLDS = (0.5, 0.75, 0.9)
 TASK_MODEL_FUNCTIONS = ("cases", "run", "metric")  # a text task's evaluator (feedback optional)
+TASK_MODEL_KINDS = ("text", "playbook")  # kinds scored by running them with a task model
 _SIGNATURES = {"evaluate": "evaluate(program_path)", "cases": "cases()",
                "run": "run(artifact, case, llm)", "metric": "metric(case, output)"}
 
@@ -137,7 +139,7 @@ class Task:
     def uses_task_model(self) -> bool:
         """True when candidates are scored by running them with a task model (a `text` task):
         in the run's process, on the cases of the evaluator's splits, not in the sandbox."""
-        return self.kind == "text"
+        return self.kind in TASK_MODEL_KINDS
 
     @cached_property
     def artifact(self) -> ArtifactKind:
@@ -194,16 +196,11 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     settings = {**(theirs or {}), **(ours or {})}
     evaluator_path = root / EVALUATOR
     kind, files = settings.get("kind", "program"), settings.get("files", ())
-    required = TASK_MODEL_FUNCTIONS if kind == "text" else ("evaluate",)
+    required = TASK_MODEL_FUNCTIONS if kind in TASK_MODEL_KINDS else ("evaluate",)
     functions = _evaluator_functions(evaluator_path, required)
-    if kind == "text":
-        program_name, language = settings["prompt"], "text"
-        try:
-            initial_code = (root / program_name).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TaskError(f"{program_name}: cannot read: {one_line(exc)}") from None
-        if not initial_code.strip():
-            raise TaskError(f"{program_name}: the prompt is empty")
+    if kind in TASK_MODEL_KINDS:
+        program_name, language = settings["prompt" if kind == "text" else "playbook"], "text"
+        initial_code = _read_text_artifact(root, program_name, kind)
         functions.setdefault("evaluate", ())
     elif kind == "files":
         program_name = ""
@@ -221,7 +218,7 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     if ours and ours.get("cascade") and not has_stage1:
         raise TaskError(f"{TASK_YAML}: cascade is true but {EVALUATOR} defines no evaluate_stage1")
     cascade = has_stage1 and settings.get("cascade", True)  # OpenEvolve: no stage1, no cascade
-    has_cases = {"cases", "evaluate_case"} <= functions.keys() or kind == "text"
+    has_cases = {"cases", "evaluate_case"} <= functions.keys() or kind in TASK_MODEL_KINDS
     if ours and ours.get("cases") and not has_cases:
         raise TaskError(f"{TASK_YAML}: cases is true but {EVALUATOR} lacks cases() or evaluate_case()")
     case_based = has_cases and settings.get("cases", True)
@@ -327,6 +324,22 @@ def _find_program(root: Path) -> str:
         f"several programs with EVOLVE markers in {root} ({', '.join(candidates)}); "
         f"name one with 'program' in {TASK_YAML}"
     )
+
+
+def _read_text_artifact(root: Path, name: str, kind: str) -> str:
+    """A text task's prompt or a playbook task's playbook (which must parse as one)."""
+    try:
+        text = (root / name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{name}: cannot read: {one_line(exc)}") from None
+    if not text.strip():
+        raise TaskError(f"{name}: the {'prompt' if kind == 'text' else 'playbook'} is empty")
+    if kind == "playbook":
+        try:
+            parse_playbook(text)
+        except ValueError as exc:
+            raise TaskError(f"{name}: {exc}") from None
+    return text
 
 
 def _has_marker(path: Path) -> bool:

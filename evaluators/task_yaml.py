@@ -25,6 +25,9 @@ DIRECTIONS = ("maximize", "minimize")
 QUICK_TEST_TIMEOUT_S = 5.0
 LEVEL_KEYS = {"pilot": ("data_fraction",), "full": (), "final": ()}  # names in evaluation order
 KIND_NAMES = tuple(KINDS)
+KIND_KEYS = {"files": "files", "prompt": "text", "playbook": "playbook"}  # a kind's own key -> kind
+KIND_KEY_MEANING = {"files": "the list of evolvable files", "prompt": "the file of the prompt to evolve",
+                    "playbook": "the file of the playbook to evolve"}
 RENAMED_KEYS = {"stages": "levels"}  # keys of earlier versions: refused, naming the new one
 RENAMED_WHY = {"stages": "pilot, full and final are evaluation levels; a stage is a pipeline stage"}
 
@@ -91,22 +94,25 @@ def read_task_yaml(root: Path) -> dict[str, Any] | None:
     out = {key: _TASK_FIELDS[key](value, f"{TASK_YAML}: {key}") for key, value in data.items()}
     if "program" in out:
         _check_program_name(out["program"], root)
+    _check_kind_keys(out, root)
+    return out
+
+
+def _check_kind_keys(out: dict[str, Any], root: Path) -> None:
+    """Each kind's own key (`files`, `prompt`, `playbook`) is there for its kind, and only there."""
     kind = out.get("kind", "program")
-    if kind == "files" and "files" not in out:
-        raise TaskError(f"{TASK_YAML}: kind files needs 'files', the list of evolvable files")
-    if kind != "files" and "files" in out:
-        raise TaskError(f"{TASK_YAML}: 'files' is for kind files (this task's kind is {kind})")
-    if kind == "text" and "prompt" not in out:
-        raise TaskError(f"{TASK_YAML}: kind text needs 'prompt', the file of the prompt to evolve")
-    if kind != "text" and "prompt" in out:
-        raise TaskError(f"{TASK_YAML}: 'prompt' is for kind text (this task's kind is {kind})")
-    if "prompt" in out:
-        _check_program_name(out["prompt"], root, "prompt")
-    if kind in ("files", "text") and "program" in out:
-        key = "files" if kind == "files" else "prompt"
+    for key, owner in KIND_KEYS.items():
+        what = KIND_KEY_MEANING[key]
+        if kind == owner and key not in out:
+            raise TaskError(f"{TASK_YAML}: kind {kind} needs '{key}', {what}")
+        if kind != owner and key in out:
+            raise TaskError(f"{TASK_YAML}: '{key}' is for kind {owner} (this task's kind is {kind})")
+        if key in out and key != "files":
+            _check_program_name(out[key], root, key)
+    if kind != "program" and "program" in out:
+        key = next(k for k, owner in KIND_KEYS.items() if owner == kind)
         raise TaskError(f"{TASK_YAML}: 'program' is for kind program; a {kind} task names its {key} in "
                         f"'{key}'")
-    return out
 
 
 def read_openevolve_config(root: Path) -> dict[str, Any] | None:
@@ -287,6 +293,7 @@ _TASK_FIELDS = {
     "levels": _levels,
     "kind": _kind,
     "prompt": _name,
+    "playbook": _name,
     "files": _files,
 }
 _OPENEVOLVE_FIELDS = {

@@ -1,5 +1,5 @@
-"""The `evoforge` command line: run, status, leaderboard, best, report, tasks, stages, llm-sim, bench,
-cognition, deploy, serve-llm."""
+"""The `evoforge` command line: run, status, leaderboard, best, report, tasks, stages, algorithms,
+llm-sim, bench, cognition, deploy, serve-llm."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from evoforge.flows import prefect_env  # noqa: F401  (Prefect settings before Prefect loads)
+from evoforge.flows.algorithms_cli import add_algorithms_parser, run_algorithms
 from evoforge.flows.bench_cli import add_bench_parser, run_bench
 from evoforge.flows.cognition_cli import add_cognition_parser, run_cognition
 from evoforge.flows.deploy_cli import DeployArgError, add_deploy_parser, run_deploy
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="workers per stage, e.g. research=8,engineer=2,analyze=4 (see evoforge stages)")
     run.add_argument("--plugin", action="append", metavar="FILE",
                      help="a stage plug-in: a .py file or a module name (repeatable; see README)")
+    run.add_argument("--algorithm", help="a name (evoforge algorithms) or a .py file (see README)")
     run.add_argument("--seed", type=int)
     run.add_argument("--sampler", help="parent sampler: greedy, uniform, ucb1, map_elites, islands")
     run.add_argument("--staleness", choices=["full", "guarded", "reflective"], help="staleness policy")
@@ -153,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     _run_target(report)
     sub.add_parser("tasks", help="list the built-in tasks")
     add_stages_parser(sub)
+    add_algorithms_parser(sub)
     sim = sub.add_parser("llm-sim", help="local OpenAI-compatible LLM simulator (no real LLM)")
     sim_args.add_arguments(sim)
     add_bench_parser(sub)
@@ -168,7 +171,7 @@ RUN_FLAGS = {
     "budget.max_wall_s": "--max-wall-s", "budget.max_tokens": "--max-tokens",
     "budget.max_cost_usd": "--max-cost-usd",
     "llm.base_url": "--llm-base-url", "llm.model": "--llm-model", "engine.mode": "--mode",
-    "engine.plugins": "--plugin",
+    "engine.plugins": "--plugin", "engine.algorithm": "--algorithm",
     "tracking.mlflow": "--no-mlflow", "search.sampler": "--sampler", "staleness.policy": "--staleness",
     "speculation.alpha_spec": "--alpha-spec", "adaptive.enabled": "--adaptive",
     "engine.executor": "--executor", "engine.dask_address": "--dask-address",
@@ -190,6 +193,7 @@ def _overrides(ns: argparse.Namespace) -> dict[str, Any]:
         "engine.mode": ns.mode,
         **{f"engine.workers.{name}": count for name, count in workers.items()},
         "engine.plugins": ns.plugin,
+        "engine.algorithm": ns.algorithm,
         "tracking.mlflow": False if ns.no_mlflow else None,
         "search.sampler": ns.sampler,
         "staleness.policy": ns.staleness,
@@ -221,11 +225,12 @@ def cmd_run(ns: argparse.Namespace) -> int:
     request = RunRequest(task=ns.task, run_dir="", config=cfg, prefect_tasks=not ns.no_prefect_tasks,
                          quiet=ns.quiet)
     prepared = prepare(request)  # once: the task loaded, the backend made (checked in the flow's loop)
+    cfg = prepared.config  # with the algorithm's defaults
     run_dir = ns.run_dir or workspace / prepared.task.name
     refuse_busy(run_dir, "--run-dir" if ns.run_dir else "run folder")
     request.run_dir = str(run_dir.resolve())
-    print(f"[evoforge] task {prepared.task.name}, run folder {run_dir}, mode {cfg.engine.mode}, "
-          f"budget {cfg.budget.max_evals} evaluations", file=sys.stderr)
+    print(f"[evoforge] task {prepared.task.name}, run folder {run_dir}, algorithm {cfg.engine.algorithm}, "
+          f"mode {cfg.engine.mode}, budget {cfg.budget.max_evals} evaluations", file=sys.stderr)
     base = prepared.cognition
     print(f"[evoforge] cognition base {base.folder}: {base.count()} items, embedder "
           f"{base.embedder.name}" if base is not None
@@ -295,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
             return commands.cmd_tasks()
         if ns.command == "stages":
             return run_stages(ns)
+        if ns.command == "algorithms":
+            return run_algorithms(ns)
         if ns.command == "bench":
             return run_bench(ns)
         if ns.command == "cognition":

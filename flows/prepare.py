@@ -32,7 +32,7 @@ from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
 from evoforge.infra.llm.spending import Spending
 from evoforge.infra.llm.types import LLMBackend
-from evoforge.stages.algorithms import asi_evolve
+from evoforge.stages.algorithms import Algorithm, AlgorithmError, algorithm_named
 from evoforge.stages.pipeline.pipeline import Pipeline, PipelineError
 from evoforge.stages.pipeline.plugins import PluginError, load_plugins
 
@@ -121,11 +121,12 @@ def with_workspace(cfg: RunConfig, run_dir: Path | None) -> RunConfig:
 
 
 def prepare(request: RunRequest) -> Prepared:
-    """Load the task, build the pipeline (plug-ins included), make the LLM backend and open the
+    """Load the task, fill the request's config with the algorithm's defaults (for the keys the user
+    did not set), build the pipeline (plug-ins included), make the LLM backend and open the
     cognition base (raises the user errors)."""
-    cfg = request.config
     task = load_task(request.task)
-    pipeline = build_pipeline(cfg)
+    cfg = request.config = with_algorithm_defaults(request.config)
+    pipeline = build_pipeline(cfg, task)
     cognition = open_cognition(cfg, Path(cfg.workspace).resolve(), task)
     spending = Spending(cfg.budget.max_cost_usd, cfg.llm.prices)
     analysis = cfg.analyze.llm
@@ -141,27 +142,54 @@ def open_task_model(task: Task, cfg: RunConfig, llm: LLMBackend, spending: Spend
     """The way a text task's prompt reaches its task model: `task_model.llm`, else the proposer's
     server (the offline proposer cannot run a prompt: a one-line error)."""
     if cfg.engine.executor != "loop":
-        raise ConfigError(f"engine.executor (--executor): task '{task.name}' is a text task, scored in the "
-                          f"run's process by its task model; use the loop executor")
+        raise ConfigError(f"engine.executor (--executor): task '{task.name}' is a {task.kind} task, scored "
+                          f"in the run's process by its task model; use the loop executor")
     if cfg.task_model.llm is not None:
         backend: LLMBackend = endpoint_backend(cfg.llm, cfg.task_model.llm, cfg.seed, "task_model.llm",
                                                spending)
     elif isinstance(llm, (OpenAIBackend, Router)):
         backend = llm
     else:
-        raise ConfigError(f"task '{task.name}' is a text task: a task model (an LLM) runs its prompt on "
-                          f"the cases, and the offline proposer cannot; set --llm-base-url (or "
+        noun = "prompt" if task.kind == "text" else task.kind
+        raise ConfigError(f"task '{task.name}' is a {task.kind} task: a task model (an LLM) runs its {noun} "
+                          f"on the cases, and the offline proposer cannot; set --llm-base-url (or "
                           f"task_model.llm)")
     setting = cfg.task_model
     return TaskChannel(TaskModule(task), backend, concurrency=setting.concurrency,
                        max_tokens=setting.max_tokens, temperature=setting.temperature, prices=cfg.llm.prices)
 
 
-def build_pipeline(cfg: RunConfig) -> Pipeline:
-    """The run's pipeline: the algorithm's stages with the configured plug-ins placed in it; a
-    worker count or ceiling for a stage it does not have is a one-line error naming its stages."""
+def run_algorithm(cfg: RunConfig, task: Task | None = None) -> Algorithm:
+    """The run's algorithm (`engine.algorithm`); with `task`, one that evolves the task's kind."""
     try:
-        pipeline = asi_evolve.pipeline().with_plugins(load_plugins(cfg.engine.plugins))
+        algorithm = algorithm_named(cfg.engine.algorithm)
+    except AlgorithmError as exc:
+        raise ConfigError(f"engine.algorithm (--algorithm): {exc}") from None
+    if task is not None and not algorithm.evolves(task.kind):
+        raise ConfigError(f"engine.algorithm (--algorithm): {algorithm.name} evolves "
+                          f"{', '.join(algorithm.kinds)} tasks; task '{task.name}' is a {task.kind} task")
+    return algorithm
+
+
+def with_algorithm_defaults(cfg: RunConfig) -> RunConfig:
+    """The config with the run's algorithm's defaults for the keys the user did not set."""
+    try:
+        return run_algorithm(cfg).configure(cfg)
+    except AlgorithmError as exc:
+        raise ConfigError(f"engine.algorithm (--algorithm): {exc}") from None
+
+
+def build_pipeline(cfg: RunConfig, task: Task | None = None) -> Pipeline:
+    """The run's pipeline: the algorithm's stages (an algorithm that evolves `task`'s kind) with the
+    configured plug-ins placed in it; a worker count or ceiling for a stage it does not have is a
+    one-line error naming its stages."""
+    algorithm = run_algorithm(cfg, task)
+    try:
+        line = algorithm.pipeline()
+    except PipelineError as exc:
+        raise ConfigError(f"engine.algorithm (--algorithm): {algorithm.name}: {exc}") from None
+    try:
+        pipeline = line.with_plugins(load_plugins(cfg.engine.plugins))
     except (PluginError, PipelineError) as exc:
         raise ConfigError(f"engine.plugins (--plugin): {exc}") from None
     names = pipeline.names()

@@ -17,13 +17,15 @@ def add_stages_parser(sub: Any) -> None:
     stages.add_argument("--config", type=Path, help="YAML config file (as for evoforge run)")
     stages.add_argument("--workers", help="e.g. research=8,engineer=2,analyze=4 (as for evoforge run)")
     stages.add_argument("--plugin", action="append", metavar="FILE", help="a stage plug-in (repeatable)")
+    stages.add_argument("--algorithm", help="the algorithm: a name (evoforge algorithms) or a .py file")
     stages.add_argument("--json", action="store_true", help="the rows as JSON")
 
 
 def stage_rows(cfg: Any) -> list[dict[str, Any]]:
     """One row per stage of the run's pipeline, main line first, then the side stages."""
-    from evoforge.flows.prepare import build_pipeline
+    from evoforge.flows.prepare import build_pipeline, with_algorithm_defaults
 
+    cfg = with_algorithm_defaults(cfg)
     pipeline = build_pipeline(cfg)
     enabled = {s.name for s in pipeline.stages if s.enabled(cfg)}
     routes = pipeline.routes(enabled)
@@ -75,7 +77,7 @@ def run_stages(ns: argparse.Namespace) -> int:
     from evoforge.flows.cli import _parse_workers
     from evoforge.infra.config import ConfigError, load_config
 
-    overrides: dict[str, Any] = {"engine.plugins": ns.plugin}
+    overrides: dict[str, Any] = {"engine.plugins": ns.plugin, "engine.algorithm": ns.algorithm}
     if ns.workers:
         try:
             workers = _parse_workers(ns.workers)
@@ -83,7 +85,8 @@ def run_stages(ns: argparse.Namespace) -> int:
             raise ConfigError(f"--workers: {exc}") from None
         overrides.update({f"engine.workers.{name}": n for name, n in workers.items()})
     origins = {key: "--workers" for key in overrides if key.startswith("engine.workers.")}
-    cfg = load_config(ns.config, overrides, origins={**origins, "engine.plugins": "--plugin"})
+    cfg = load_config(ns.config, overrides, origins={**origins, "engine.plugins": "--plugin",
+                                                     "engine.algorithm": "--algorithm"})
     rows = stage_rows(cfg)
     print(json.dumps(rows, indent=2) if ns.json else render(rows))
     if not ns.json:

@@ -130,8 +130,9 @@ def _with_defaults(defaults: dict[str, int]) -> Any:
 
 
 class EngineConfig(_Section):
-    """How the stages are scheduled."""
+    """Which algorithm runs, and how its stages are scheduled."""
 
+    algorithm: str = "asi-evolve"  # which stages make up the run: a name (evoforge algorithms) or a .py file
     mode: Literal["async", "sync"] = "async"
     # per stage, by name (`evoforge stages` lists them); a stage not named follows the one it is
     # sized like (LLM stages: research; reflect, param_search: engineer)
@@ -185,7 +186,7 @@ class AdaptiveConfig(_Section):
 class SearchConfig(_Section):
     """How parents and inspirations are chosen, and which candidates count as novel."""
 
-    sampler: Literal["greedy", "uniform", "ucb1", "map_elites", "islands"] = "greedy"
+    sampler: Literal["greedy", "uniform", "ucb1", "map_elites", "islands", "pareto"] = "greedy"
     exploration: float = Field(default=0.2, ge=0, le=1)  # share of parents drawn uniformly
     exploitation: float = Field(default=0.6, ge=0, le=1)  # share of parents that are a best node
     elite_size: int = Field(default=5, ge=1)  # the rest come from the top elite_size
@@ -236,6 +237,12 @@ class TaskModelConfig(_Section):
     concurrency: int = Field(default=8, ge=1)  # task-model calls at once, over every evaluation
     max_tokens: int = Field(default=256, ge=1)
     temperature: float = Field(default=0.0, ge=0)
+
+
+class GepaConfig(_Section):
+    """GEPA (engine.algorithm: gepa): reflective evolution of a prompt or playbook on its cases."""
+
+    minibatch: int = Field(default=3, ge=1)  # train cases per rollout, reflected on together
 
 
 class AnalyzeConfig(_Section):
@@ -336,6 +343,7 @@ class RunConfig(_Section):
     sandbox: SandboxConfig = SandboxConfig()
     analyze: AnalyzeConfig = AnalyzeConfig()
     task_model: TaskModelConfig = TaskModelConfig()
+    gepa: GepaConfig = GepaConfig()
     judge: JudgeConfig = JudgeConfig()
     guard: GuardConfig = GuardConfig()
     param_search: ParamSearchConfig = ParamSearchConfig()

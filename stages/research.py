@@ -59,7 +59,8 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
     node = item.node.copy() if item.node is not None else new_candidate(item, ctx)
     prompt = research_messages(ctx.task, item.parent, item.inspirations, item.answer_format,
                                item.knowledge, branch=branch_of(item, ctx),
-                               knobs=ctx.config.param_search.enabled and declares_knobs(item.parent))
+                               knobs=ctx.config.param_search.enabled and declares_knobs(item.parent),
+                               feedback=item.feedback)
     started_at, start = time.time(), time.perf_counter()
     try:
         completion = await ctx.llm.complete(

@@ -164,6 +164,7 @@ def origin_of(used_ideas: Sequence[str], knowledge: Sequence[Knowledge],
 def research_messages(
     task: Task, parent: Node, inspirations: Sequence[Inspiration | Node], answer_format: str,
     knowledge: Sequence[Knowledge] = (), branch: Branch | None = None, knobs: bool = False,
+    feedback: str | None = None,
 ) -> list[dict[str, str]]:
     """The chat messages asking for one improved candidate of `parent`.
 
@@ -186,7 +187,7 @@ def research_messages(
     if parent.analysis.strip():
         analysis = parent.analysis.strip()[:_ANALYSIS_CHARS]
         parts.append(f"### What the Analyzer found about the parent\n{analysis}")
-    feedback = parent.artifacts.get(FEEDBACK_ARTIFACT, "").strip()
+    feedback = (parent.artifacts.get(FEEDBACK_ARTIFACT, "") if feedback is None else feedback).strip()
     if feedback:  # a task model's cases: what went wrong on them (GEPA's reflective data)
         parts.append(render_feedback_section(feedback[:_ANALYSIS_CHARS].splitlines()))
     if knowledge:

@@ -19,6 +19,7 @@ from evoforge.stages.sample.credit import DescendantCredit
 from evoforge.stages.sample.greedy import GreedySampler
 from evoforge.stages.sample.islands import IslandsSampler
 from evoforge.stages.sample.map_elites import MapElitesSampler
+from evoforge.stages.sample.pareto import ParetoSampler
 from evoforge.stages.sample.ucb1 import UCB1Sampler
 from evoforge.stages.sample.uniform import UniformSampler
 
@@ -63,7 +64,7 @@ def cfg(**kw) -> SearchConfig:
 def test_every_policy_is_selectable_by_config(tmp_path):
     path = tmp_path / "c.yaml"
     classes = {"greedy": GreedySampler, "uniform": UniformSampler, "ucb1": UCB1Sampler,
-               "map_elites": MapElitesSampler, "islands": IslandsSampler}
+               "map_elites": MapElitesSampler, "islands": IslandsSampler, "pareto": ParetoSampler}
     assert set(sampler_names()) == set(classes)
     for name, cls in classes.items():
         path.write_text(f"search:\n  sampler: {name}\n")
@@ -423,3 +424,17 @@ def test_the_sampling_bench_reports_percentiles_for_every_policy(capsys):
     for figures in out["policies"].values():
         assert figures["select_plus_add"]["p50_ms"] <= figures["select_plus_add"]["p95_ms"]
     assert run_bench(parser.parse_args(["bench", "sampling", "--policies", "annealing"])) == 2
+
+
+def test_the_pareto_sampler_keeps_a_parent_that_alone_solves_a_case():
+    """GEPA: a node with a lower mean but the only one to solve case v2 is drawn; a dominated one
+    with a higher mean than that is not (selection does not chase the validation mean)."""
+    pool, sampler = Pool(), make_sampler(cfg(sampler="pareto"))
+    scores = {"broad": [1, 1, 1, 0], "niche": [0, 0, 0, 1], "close": [1, 1, 0.9, 0]}
+    for name, values in scores.items():
+        n = node(name, sum(values) / 4)
+        n.case_scores = {f"v{i}": float(v) for i, v in enumerate(values)}
+        add(pool, sampler, n)
+    drawn = [sampler.select_parent(pool, random.Random(i)).id for i in range(400)]
+    assert set(drawn) == {"broad", "niche"}  # close (mean 0.725 > niche's 0.25) is dominated by broad
+    assert 0.1 < drawn.count("niche") / len(drawn) < 0.4  # weighted by cases won: 1 of 4

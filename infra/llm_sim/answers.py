@@ -1,7 +1,7 @@
 """What the simulated LLM says: a real mutation of the prompt's program, or a deliberate dud (and
 a seeded structured report to an analysis prompt, a seeded score to a judge prompt, an added
-instruction to a text artifact (text_edits.py), and a task model's answer to any message that is
-none of evoforge's own prompts (task_model.py))."""
+instruction to a text artifact (text_edits.py), delta operations to a playbook (playbook_edits.py),
+and a task model's answer to any message that is none of evoforge's own prompts (task_model.py))."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import random
 from evoforge.infra.edits import SearchReplace, render_diff
 from evoforge.infra.evolve_block import START_MARKER, EditError
 from evoforge.infra.llm_sim.citations import citation_lines
+from evoforge.infra.llm_sim.playbook_edits import PLAYBOOK_LANGUAGE, playbook_edit_answer
 from evoforge.infra.llm_sim.task_model import is_task_model_call, task_model_answer
 from evoforge.infra.llm_sim.text_edits import TEXT_LANGUAGE, text_edit_answer
 from evoforge.infra.offline.analysis import simulated_analysis
@@ -61,6 +62,8 @@ def build_answer(prompt: str, rng: random.Random, system: str = "") -> str:
         return reflection_answer(prompt, draw_decision(rng), rng, PREFACE)
     if program_language(prompt) == TEXT_LANGUAGE:
         return text_edit_answer(prompt, program, rng)
+    if program_language(prompt) == PLAYBOOK_LANGUAGE:
+        return playbook_edit_answer(prompt, program, rng)
     try:
         mutation = mutate_program(program, rng)
     except EditError as exc:

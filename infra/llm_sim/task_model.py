@@ -24,6 +24,9 @@ mark), changes only where the system message states a rule, recognised case-inse
 It reads keywords, not meaning ("never use lowercase" asks for lowercase, too). The answer is the
 first line; the second is always SIMULATED_LINE, so the text cannot pass for a real LLM's.
 
+A conversion question ("Convert 12 pounds to kg.") is answered instead from the factors the
+system message (a playbook) states, as playbook_model.py describes; the style rules do not apply.
+
 >>> print(task_model_answer("You are a helpful assistant.", "Question: What is 17 + 25?"))
 The result is forty-two, I believe!
 (simulated task model: evoforge llm-sim, no real LLM)
@@ -37,6 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from evoforge.infra.llm_sim.playbook_model import conversion_line
 from evoforge.infra.prompt_format import (
     extract_program,
     is_analysis_prompt,
@@ -119,7 +123,11 @@ def number_words(n: int) -> str:
 
 
 def task_model_answer(system: str, user: str) -> str:
-    """The answer line to ``user`` in the style ``system`` states, then SIMULATED_LINE."""
+    """The answer line to ``user`` in the style ``system`` states (a conversion question: from
+    the factors it states), then SIMULATED_LINE."""
+    converted = conversion_line(system, user)
+    if converted is not None:
+        return f"{converted}\n{SIMULATED_LINE}"
     style, value = read_style(system), solve(user)
     if value is None:
         body = UNKNOWN

@@ -10,6 +10,8 @@ engineer's door under the reflective staleness policy.
 
 from __future__ import annotations
 
+from evoforge.infra.artifacts import KINDS
+from evoforge.stages.algorithms.base import Algorithm
 from evoforge.stages.analyze import Analyze
 from evoforge.stages.debug import Debug
 from evoforge.stages.engineer import Engineer
@@ -21,6 +23,17 @@ from evoforge.stages.reflect import Reflect
 from evoforge.stages.research import Research
 
 NAME = "asi-evolve"
+
+
+class AsiEvolve(Algorithm):
+    """The default algorithm (`engine.algorithm: asi-evolve`): every artifact kind, no defaults."""
+
+    name = NAME
+    about = "ASI-Evolve's learn, design, experiment, analyze loop; ml-evolve's roles; reflection"
+    kinds = tuple(KINDS)
+
+    def pipeline(self) -> Pipeline:
+        return pipeline()
 
 
 def pipeline() -> Pipeline:

@@ -23,7 +23,7 @@ def load_plugins(specs: Sequence[str]) -> list[Stage]:
     """One instance of every concrete `Stage` subclass each plug-in defines, in the order given."""
     stages: list[Stage] = []
     for spec in specs:
-        module = _import(spec)
+        module = import_plugin(spec)
         found = [cls for _, cls in inspect.getmembers(module, inspect.isclass)
                  if issubclass(cls, Stage) and cls.__module__ == module.__name__
                  and not inspect.isabstract(cls)]
@@ -38,7 +38,7 @@ def load_plugins(specs: Sequence[str]) -> list[Stage]:
     return stages
 
 
-def _import(spec: str) -> ModuleType:
+def import_plugin(spec: str) -> ModuleType:
     path = Path(spec)
     try:
         if spec.endswith(".py"):

@@ -29,6 +29,8 @@ class Item:
     branch: str | None = None  # the plan branch it researches (None: no plan)
     # learn
     knowledge: list[Knowledge] = field(default_factory=list)  # cognition items for the prompt
+    # rollout (GEPA): what the proposer is shown of the parent's cases (None: its val feedback)
+    feedback: str | None = None
     # research
     node: Node | None = None  # the candidate being built (its id is fixed once research starts)
     prompt: list[dict[str, str]] = field(default_factory=list)
@@ -97,6 +99,7 @@ class ItemUpdate:
     answer_format: str = KEEP
     branch: str | None = KEEP
     knowledge: list[Knowledge] = KEEP
+    feedback: str | None = KEEP
     prompt: list[dict[str, str]] = KEEP
     answer: str = KEEP
     llm_calls: list[LLMCall] = KEEP
