@@ -155,8 +155,12 @@ class Engine:
 
     # --- the run ---------------------------------------------------------------------------------
     async def run(self, resumed: Sequence[Item] = (),
-                  background: Sequence[Callable[[], Awaitable[Any]]] = ()) -> None:
-        """Run to the end; raises EngineFailure when a fatal error stopped the run."""
+                  background: Sequence[Callable[[], Awaitable[Any]]] = (),
+                  rounds: Sequence[Callable[[], Awaitable[Any]]] = ()) -> None:
+        """Run to the end; raises EngineFailure when a fatal error stopped the run. `rounds` are
+        background jobs (promotion rounds) that, when the budget ends the run, finish the round
+        they are in (a cut-off promotion would be done again after the run, in a second subflow);
+        any other stop cancels them with the rest."""
         self._loop = asyncio.get_running_loop()
         for item in resumed:  # a persisted proposal goes on from where it was, never back
             self.in_flight[id(item)] = item
@@ -168,10 +172,13 @@ class Engine:
         if self.controller is not None:
             watchers.append(self._spawn(self.controller.run(self), "adaptive-controller"))
         watchers += [self._spawn(make(), getattr(make, "__name__", "background")) for make in background]
+        jobs = [self._spawn(make(), getattr(make, "__name__", "rounds")) for make in rounds]
         try:
             await self._until(lambda: self.fatal is not None or self.stop.is_set() or self._done())
+            if self._done() and self.fatal is None and jobs:  # a natural end: let the round finish
+                await asyncio.wait(jobs)
         finally:
-            await self._shutdown(watchers)
+            await self._shutdown(watchers + jobs)
         if isinstance(self.fatal, LLMOutage):
             raise self.fatal  # the server stayed down: its own one line, not an engine failure
         if self.fatal is not None:
@@ -252,9 +259,9 @@ class Engine:
 
     async def wait_until(self, predicate: Callable[[], bool]) -> bool:
         """Wait until `predicate` holds (checked whenever the engine changes); False when the
-        run is stopping first."""
-        await self._until(lambda: self._stopping() or predicate())
-        return not self._stopping()
+        run is stopping, or has done all its budget allows, first."""
+        await self._until(lambda: self._stopping() or self._done() or predicate())
+        return not self._stopping() and predicate()
 
     # --- items -----------------------------------------------------------------------------------
     def send(self, item: Item, dest: str, from_stage: str | None) -> None:

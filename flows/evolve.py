@@ -212,9 +212,8 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     final: dict[str, Any] = {}
     try:
         await _evaluate_seed(session, calls, pipeline)
-        background = [ticker, *round_jobs(engine, session)]
         snapshot()
-        await engine.run(session.resumed, background=background)
+        await engine.run(session.resumed, background=[ticker], rounds=round_jobs(engine, session))
         run_state = "interrupted" if stop.is_set() and budget.stop_reason() is None else "finished"
         mlflow_status = "KILLED" if run_state == "interrupted" else "FINISHED"
         if run_state == "finished":

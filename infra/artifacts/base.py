@@ -98,3 +98,17 @@ class ArtifactKind(ABC):
 
     def _diff_names(self, name: str) -> tuple[str, str]:
         return f"a/{name}", f"b/{name}"
+
+
+class OneFile(ArtifactKind):
+    """A kind whose artifact is one text file of the task (`program_name`), not Python source:
+    kept under `files/`, never parsed as code."""
+
+    def sources(self, artifact: str) -> dict[str, str]:
+        return {self.program_name: artifact}
+
+    def stored_root(self) -> str:
+        return f"files/{self.program_name}"
+
+    def is_python(self, name: str) -> bool:
+        return False

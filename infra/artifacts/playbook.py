@@ -28,7 +28,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from evoforge.infra.artifacts.base import Applied, ArtifactKind
+from evoforge.infra.artifacts.base import Applied, OneFile
 from evoforge.infra.edits import parse_answer
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.prompt_format import render_program_section
@@ -84,7 +84,7 @@ def render_playbook(sections: dict[str, list[Bullet]]) -> str:
                    for name, bullets in sections.items())
 
 
-class Playbook(ArtifactKind):
+class Playbook(OneFile):
     """ACE's playbook: bullets with ids and counters, changed only by delta operations."""
 
     name = "playbook"
@@ -115,14 +115,6 @@ class Playbook(ArtifactKind):
             raise EditError("the delta operations do not change the playbook")
         return Applied(code, parsed.motivation)
 
-    def sources(self, artifact: str) -> dict[str, str]:
-        return {self.program_name: artifact}
-
-    def stored_root(self) -> str:
-        return f"files/{self.program_name}"
-
-    def is_python(self, name: str) -> bool:
-        return False
 
 
 def _operations(block: str) -> list[dict]:

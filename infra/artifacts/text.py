@@ -13,14 +13,14 @@ shows it fenced as `prompt`, so an answerer tells it from code.
 
 from __future__ import annotations
 
-from evoforge.infra.artifacts.base import Applied, ArtifactKind
+from evoforge.infra.artifacts.base import Applied, OneFile
 from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.prompt_format import render_program_section
 
 TEXT_FENCE = "prompt"  # the fence language of a text artifact in a prompt
 
 
-class Text(ArtifactKind):
+class Text(OneFile):
     """A prompt or instruction file (the task's `prompt:`), run by a task model on its cases."""
 
     name = "text"
@@ -37,11 +37,3 @@ class Text(ArtifactKind):
         parsed = parse_answer(answer)
         return Applied(apply_answer(parent, parsed, language="text"), parsed.motivation)
 
-    def sources(self, artifact: str) -> dict[str, str]:
-        return {self.program_name: artifact}
-
-    def stored_root(self) -> str:
-        return f"files/{self.program_name}"
-
-    def is_python(self, name: str) -> bool:
-        return False
