@@ -40,7 +40,8 @@ def one_run(name: str, seed: int, args: argparse.Namespace, root: Path, sim: Sim
     mode, extra = CONFIGS[name]
     run_dir = root / f"{name}-{seed}"
     config = root / f"{name}.json"
-    config.write_text(json.dumps({**extra, "cognition": {"enabled": False}}))
+    config.write_text(json.dumps({**extra, "cognition": {"enabled": False},
+                                  "task_model": {"concurrency": args.slots}}))
     sim.reset(seed=seed)
     code = main(["run", "house_style", "--algorithm", "gepa", "--run-dir", str(run_dir), "--workspace",
                  str(root / "ws"), "--config", str(config), "--llm-base-url", sim.base_url, "--mode", mode,
