@@ -64,7 +64,8 @@ def one_run(name: str, seed: int, args: argparse.Namespace, root: Path, sim: Sim
             "wasted_llm_s": round(status["wasted_llm_s"], 1),
             "wasted_eval_s": round(status["wasted_eval_s"], 1),
             "task_model_calls": used["calls"], "tokens": tokens,
-            "tokens_per_accepted": round(tokens / max(accepted, 1)), "best": status["best_score"]}
+            "tokens_per_accepted": round(tokens / max(accepted, 1)), "best": status["best_score"],
+            "max_staleness_seen": max((n.staleness or 0 for n in nodes), default=0)}
 
 
 def summary(rows: list[dict]) -> str:
