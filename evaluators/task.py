@@ -54,13 +54,12 @@ The evaluator is inspected by parsing it, never by importing it; ``evaluate`` ma
 
 from __future__ import annotations
 
-import ast
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from evoforge.evaluators.evaluator_source import evaluator_functions, parse_source, top_level_statements
 from evoforge.evaluators.task_yaml import (
     DEFAULT_LEVELS,
     DIRECTIONS,
@@ -76,7 +75,6 @@ from evoforge.evaluators.task_yaml import (
     read_openevolve_config,
     read_task_yaml,
 )
-from evoforge.infra import pyast
 from evoforge.infra.artifacts import ArtifactKind, make_kind
 from evoforge.infra.artifacts.files import load_files
 from evoforge.infra.artifacts.playbook import parse_playbook
@@ -98,8 +96,6 @@ LANGUAGES = {
 OPENEVOLVE_THRESHOLDS = (0.5, 0.75, 0.9)
 TASK_MODEL_FUNCTIONS = ("cases", "run", "metric")  # a text task's evaluator (feedback optional)
 TASK_MODEL_KINDS = ("text", "playbook")  # kinds scored by running them with a task model
-_SIGNATURES = {"evaluate": "evaluate(program_path)", "cases": "cases()",
-               "run": "run(artifact, case, llm)", "metric": "metric(case, output)"}
 
 
 @dataclass(frozen=True)
@@ -197,7 +193,7 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     evaluator_path = root / EVALUATOR
     kind, files = settings.get("kind", "program"), settings.get("files", ())
     required = TASK_MODEL_FUNCTIONS if kind in TASK_MODEL_KINDS else ("evaluate",)
-    functions = _evaluator_functions(evaluator_path, required)
+    functions = evaluator_functions(evaluator_path, required)
     if kind in TASK_MODEL_KINDS:
         program_name, language = settings["prompt" if kind == "text" else "playbook"], "text"
         initial_code = _read_text_artifact(root, program_name, kind)
@@ -361,53 +357,5 @@ def _read_program(root: Path, name: str, language: str) -> str:
     except EditError as exc:
         raise TaskError(f"{name}: {exc}") from None
     if language == "python":
-        _parse(code, name)
+        parse_source(code, name)
     return code
-
-
-def _parse(code: str, name: str) -> ast.Module:
-    try:
-        return pyast.parse(code, filename=name)
-    except SyntaxError as exc:
-        raise TaskError(f"{name}: syntax error at line {exc.lineno}: {exc.msg}") from None
-
-
-def _evaluator_functions(path: Path, required: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
-    """Top-level callables of ``evaluator.py`` mapped to their parameter names; TaskError naming
-    the first of `required` it lacks."""
-    if not path.is_file():
-        raise TaskError(f"no {EVALUATOR} in {path.parent} (it must define evaluate(program_path))")
-    try:
-        code = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskError(f"{EVALUATOR}: cannot read: {one_line(exc)}") from None
-    functions: dict[str, tuple[str, ...]] = {}
-    for node in top_level_statements(_parse(code, EVALUATOR).body):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            args = node.args
-            params = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
-            functions[node.name] = tuple(params)
-        elif isinstance(node, ast.Assign | ast.ImportFrom | ast.Import):
-            for name in _bound_names(node):
-                functions.setdefault(name, ())
-    for name in required:
-        if name not in functions:
-            raise TaskError(f"{EVALUATOR}: no top-level function '{_SIGNATURES[name]}'")
-    return functions
-
-
-def top_level_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Module-level statements, including those inside if/try blocks (not functions/classes)."""
-    for node in body:
-        yield node
-        if isinstance(node, ast.If | ast.Try | ast.TryStar):
-            blocks = (node.body, node.orelse, getattr(node, "finalbody", []),
-                      *(h.body for h in getattr(node, "handlers", [])))
-            for block in blocks:
-                yield from top_level_statements(block)
-
-
-def _bound_names(node: ast.Assign | ast.Import | ast.ImportFrom) -> list[str]:
-    if isinstance(node, ast.Assign):
-        return [t.id for t in node.targets if isinstance(t, ast.Name)]
-    return [(a.asname or a.name).split(".")[0] for a in node.names]

@@ -24,6 +24,7 @@ import asyncio
 import hashlib
 import importlib.util
 import inspect
+import logging
 import math
 import sys
 import time
@@ -37,6 +38,7 @@ from evoforge.infra.config import ModelPrice
 from evoforge.infra.llm.pricing import call_cost
 from evoforge.infra.llm.types import LLMBackend, LLMError
 
+log = logging.getLogger(__name__)
 SPLITS = ("train", "val", "test")
 FEEDBACK_ARTIFACT = "feedback"  # the node artifact the research prompt shows the proposer
 _FEEDBACK_LINES = 12
@@ -78,7 +80,8 @@ class TaskModule:
         try:
             spec.loader.exec_module(module)
             raw = module.cases()
-        except Exception as exc:  # the task's own code: one line naming it
+        except Exception as exc:  # the task's own code: one line naming it; the traceback logged
+            log.warning("%s of task %s raised", EVALUATOR, task.name, exc_info=True)
             raise TaskError(f"{EVALUATOR}: importing it or calling cases() raised "
                             f"{type(exc).__name__}: {exc}") from None
         finally:
@@ -167,7 +170,8 @@ class TaskChannel:
         except LLMError as exc:
             usage.failed += 1
             return 0.0, f"task model call failed: {exc}", str(exc)
-        except Exception as exc:  # the task's run(): scored 0 with the reason
+        except Exception as exc:  # the task's run(): scored 0, the reason on the node, traceback logged
+            log.warning("task model case %s: run() raised", case_id, exc_info=True)
             usage.failed += 1
             return 0.0, f"run() raised {type(exc).__name__}: {exc}", f"run() raised {type(exc).__name__}"
         try:
@@ -176,7 +180,8 @@ class TaskChannel:
                 raise ValueError(f"metric() returned {score}")
             explain = self.module.feedback
             note = str(explain(case, output, score) or "").strip() if explain is not None else ""
-        except Exception as exc:
+        except Exception as exc:  # the task's metric/feedback: as run()'s
+            log.warning("task model case %s: metric() or feedback() raised", case_id, exc_info=True)
             return 0.0, f"metric() or feedback() raised {type(exc).__name__}: {exc}", None
         self._cache[(key, case_id)] = (output, score, note)
         return score, note, None

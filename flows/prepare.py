@@ -94,8 +94,8 @@ class Prepared:
             model = await self.analysis_llm.check()
             if announce:
                 print(f"[evoforge] analysis LLM: {model} at {self.analysis_llm.base_url}", file=sys.stderr)
-        own = self.task_model.backend if self.task_model is not None else None
-        if not self.checked and isinstance(own, OpenAIBackend) and own is not self.llm:
+        own = self._task_model_endpoint()
+        if not self.checked and own is not None:
             model = await own.check()
             if announce:
                 print(f"[evoforge] task model: {model} at {own.base_url}", file=sys.stderr)
@@ -107,9 +107,14 @@ class Prepared:
         """The models the run's calls go to (the offline proposer's cost nothing)."""
         models = list(self.llm.arms) if isinstance(self.llm, Router) else (
             [self.llm.model] if isinstance(self.llm, OpenAIBackend) else [])
-        own = self.task_model.backend if self.task_model is not None else None
+        own = self._task_model_endpoint()
         return (models + ([self.analysis_llm.model] if self.analysis_llm is not None else [])
-                + ([own.model] if isinstance(own, OpenAIBackend) and own is not self.llm else []))
+                + ([own.model] if own is not None else []))
+
+    def _task_model_endpoint(self) -> OpenAIBackend | None:
+        """The task model's own endpoint (`task_model.llm`); None when it is the proposer's."""
+        own = self.task_model.backend if self.task_model is not None else None
+        return own if isinstance(own, OpenAIBackend) and own is not self.llm else None
 
 
 def with_workspace(cfg: RunConfig, run_dir: Path | None) -> RunConfig:

@@ -17,7 +17,8 @@ import ast
 import warnings
 from dataclasses import dataclass
 
-from evoforge.evaluators.task import Task, top_level_statements
+from evoforge.evaluators.evaluator_source import top_level_statements
+from evoforge.evaluators.task import Task
 from evoforge.infra import pyast
 from evoforge.infra.evolve_block import (
     END_MARKER,
