@@ -13,7 +13,7 @@ import pytest
 from evoforge.flows.cli import main
 from evoforge.infra.artifacts.program import Program
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
-from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, ROLLED_BACK, STALE
+from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, REJECTED, ROLLED_BACK, STALE
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.timeline import read_timeline
 from evoforge.stages.reflect import ReflectData
@@ -47,6 +47,15 @@ def test_guarded_drops_stale_items_and_says_why(tmp_path):
     assert read_status(run_dir)["dropped_stale"] == len(stale)
 
 
+def _reached_engineer(node) -> bool:
+    """Evaluated, failed, or rejected by the engineer as a repeat or near-duplicate (a patch
+    onto the best can rebuild a program the run already has): each means it was not dropped."""
+    if node.status == REJECTED:
+        return node.failed_stage == "engineer" and (
+            node.repeat_of is not None or (node.error or "").startswith("rejected before evaluation"))
+    return node.status in (EVALUATED, FAILED)
+
+
 def test_reflective_reflects_over_http_and_records_each_decision(tmp_path):
     with SimulatorProcess(SimConfig(median_s=0.15, sigma=0.3, slots=8, seed=4)) as sim:
         run_dir = _run(tmp_path, "circle_packing",
@@ -71,12 +80,12 @@ def test_reflective_reflects_over_http_and_records_each_decision(tmp_path):
             assert node.status == STALE and not node.was_evaluated, (node.id, node.status)
         elif verdict.startswith("patched onto "):  # its idea re-applied to the best: a new parent
             onto = verdict.removeprefix("patched onto ")
-            assert node.status in (EVALUATED, FAILED) and node.parent_id == onto, (node.id, node.status)
+            assert _reached_engineer(node) and node.parent_id == onto, (node.id, node.status)
             assert node.diff == Program().diff(by_id[onto].code, node.code), node.id
             assert ReflectData.peek(node).patched_from not in (None, onto), (node.id, node.owned)
         else:  # kept: evaluated as it was designed, on the parent it was designed on
             assert verdict.endswith("kept"), node.reflection
-            assert node.status in (EVALUATED, FAILED), (node.id, node.status)
+            assert _reached_engineer(node), (node.id, node.status)
             assert ReflectData.peek(node).patched_from is None, node.id
             assert node.diff == Program().diff(by_id[node.parent_id].code, node.code), node.id
     patched = [n for n in reflected if "patched onto" in n.reflection]
