@@ -113,7 +113,9 @@ async def evaluate_cases(
         files={CASES_FILE: json.dumps(ids)},
         on_line=run.on_line,
     )
-    return run.outcome(result, time.monotonic() - start)
+    outcome = run.outcome(result, time.monotonic() - start)
+    outcome.metrics.update(result.task_model or {})  # the task-model calls it made, if it declares them
+    return outcome
 
 
 def _require_case_based(task: Task) -> None:

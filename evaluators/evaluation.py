@@ -11,7 +11,9 @@ numeric metrics); an ``error`` entry beside a score is kept as an artifact, as O
 under its own short timeout: it passes unless the function raises, reports ``ok`` false or a
 non-empty ``error``, or the run dies. Both hand the level (with its declared ``data_fraction``)
 and the candidate's parameter values (``params``, its knob values, written to ``PARAMS_FILE``
-for the harness) to the child; ``cpu_s`` is the CPU time the child reported. Example::
+for the harness) to the child; ``cpu_s`` is the CPU time the child reported. A task that declares
+``task_model: true`` gets a link to the run's task model in each run (task_model_link.py); its
+calls' usage joins the outcome's metrics (``task_model_calls``, ...). Example::
 
     outcome = await evaluate_program(load_task("circle_packing"), code, params={"C": 2.0})
     outcome.ok, outcome.score, outcome.error, outcome.cpu_s
@@ -36,6 +38,7 @@ from evoforge.evaluators.fitness import objective_score
 from evoforge.evaluators.io_threads import off_loop
 from evoforge.evaluators.sandbox import SandboxLimits, SandboxResult, run_sandboxed, scratch_dir
 from evoforge.evaluators.task import EVALUATOR, Task
+from evoforge.evaluators.task_model_link import open_link
 from evoforge.evaluators.warm import COMPAT_DIR, WARM, ForkServer, ServerGone
 
 HARNESS = Path(__file__).resolve().parent / "harness.py"
@@ -95,6 +98,7 @@ async def quick_test_program(
     outcome = _outcome(result, seconds)
     outcome.error = _run_failure(result, result.payload or {})
     outcome.ok = outcome.error is None
+    outcome.metrics.update(result.task_model or {})
     return outcome
 
 
@@ -130,6 +134,8 @@ async def run_harness(
     log.warning("sandbox: %s; evaluating the candidate again on a new fork server", result.lost)
     again = await _harness_once(task, code, args, limits, scratch_root, files, hook)
     again.retried = f"{result.lost}; evaluated again on a new fork server"
+    if result.task_model is not None and again.task_model is not None:  # both runs' calls were paid
+        again.task_model = {k: v + result.task_model.get(k, 0.0) for k, v in again.task_model.items()}
     return again
 
 
@@ -142,15 +148,12 @@ async def _harness_once(task: Task, code: str, args: list[str], limits: SandboxL
         server = await asyncio.shield(prepare)
         harness_args = ["--evaluator", str(workdir / EVALUATOR),
                         "--program", str(task.artifact.target(workdir)), *args]
-        env = {"PYTHONPATH": f"{workdir}{os.pathsep}{COMPAT_DIR}", "PYTHONUNBUFFERED": "1"}
-        if server is not None:
-            try:
-                return _done(await run_sandboxed(harness_args, workdir, limits, env=env, on_line=on_line,
-                                                 launcher=server))
-            except ServerGone as exc:  # died between two evaluations: nothing of this one ran
-                log.warning("sandbox: %s; this evaluation runs cold", exc)
-        argv = [sys.executable, str(HARNESS), *harness_args]
-        return _done(await run_sandboxed(argv, workdir, limits, env=env, on_line=on_line))
+        async with open_link(task, limits.timeout_s) as link:  # None: the task calls no task model
+            result = await _launch(harness_args, workdir, limits, on_line, server,
+                                   link.child_fd if link is not None else None)
+        if link is not None:
+            result.task_model = link.usage.metrics()
+        return result
     finally:
         if not prepare.done():  # cancelled mid-copy: let the copy finish, then delete it
             await asyncio.wait({prepare})
@@ -159,6 +162,22 @@ async def _harness_once(task: Task, code: str, args: list[str], limits: SandboxL
         except asyncio.CancelledError:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
+
+
+async def _launch(harness_args: list[str], workdir: Path, limits: SandboxLimits,
+                  on_line: Callable[[dict], bool] | None, server: ForkServer | None,
+                  task_model_fd: int | None) -> SandboxResult:
+    """The harness run in `workdir`: forked by `server` (None, or gone: started cold)."""
+    env = {"PYTHONPATH": f"{workdir}{os.pathsep}{COMPAT_DIR}", "PYTHONUNBUFFERED": "1"}
+    if server is not None:
+        try:
+            return _done(await run_sandboxed(harness_args, workdir, limits, env=env, on_line=on_line,
+                                             launcher=server, task_model_fd=task_model_fd))
+        except ServerGone as exc:  # died between two evaluations: nothing of this one ran
+            log.warning("sandbox: %s; this evaluation runs cold", exc)
+    argv = [sys.executable, str(HARNESS), *harness_args]
+    return _done(await run_sandboxed(argv, workdir, limits, env=env, on_line=on_line,
+                                     task_model_fd=task_model_fd))
 
 
 def _done(result: SandboxResult) -> SandboxResult:
@@ -218,7 +237,14 @@ def _harness_args(task: Task) -> list[str]:
 
 
 def judge(task: Task, result: SandboxResult, seconds: float) -> EvalOutcome:
-    """Turn a sandbox result into an outcome, applying the failure rules of the module doc."""
+    """Turn a sandbox result into an outcome, applying the failure rules of the module doc; the
+    task-model calls it made join its metrics after the score (never part of a fitness mean)."""
+    outcome = _judged(task, result, seconds)
+    outcome.metrics.update(result.task_model or {})
+    return outcome
+
+
+def _judged(task: Task, result: SandboxResult, seconds: float) -> EvalOutcome:
     outcome = _outcome(result, seconds)
     payload = result.payload or {}
     outcome.error = _run_failure(result, payload)

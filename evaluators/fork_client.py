@@ -218,8 +218,10 @@ class ForkServer:
         mine.setblocking(False)
         request = {"argv": spec.argv, "workdir": str(spec.workdir), "env": spec.env,
                    "rlimits": spec.rlimits, "plan": spec.plan.to_json() if spec.plan else None,
-                   "max_procs": spec.max_procs}
+                   "max_procs": spec.max_procs, "task_model": spec.task_model_fd is not None}
         fds = [theirs.fileno(), out_w, err_w, spec.result_fd]
+        if spec.task_model_fd is not None:
+            fds.append(spec.task_model_fd)
         if spec.procs_fd is not None:
             fds.append(spec.procs_fd)
         with self._lock:

@@ -11,21 +11,24 @@ compiles the evaluator and answers ``{"ready": true, "pid": P, "failed": {...}}`
 ``{"ready": false, "threads_after": M}`` when importing ``M`` left a second thread running (a
 threaded process cannot fork safely), and exits. Then each request is ``{"argv": [harness
 arguments], "workdir": ..., "env": {...}, "rlimits": [[resource, soft, hard], ...], "plan":
-isolation plan or null, "max_procs": n}`` carrying descriptors (SCM_RIGHTS): a reply socket, the
-child's stdout, stderr and result pipe, and the cgroup's ``cgroup.procs`` when the client made
-one. With a ``cgroup_parent`` the server keeps a *spare*: a child forked ahead, already in its own
-session and in a fresh pids cgroup (joining one waits ~8 ms for an RCU grace period, better spent
-idle), which takes the next request; otherwise it forks a child per request. Either way the
-child confines itself exactly as the cold sandbox's ``preexec_fn`` does (its session, the
-cgroup, namespaces and the dedicated uid, rlimits, death with the server), takes a scrubbed
-environment and runs ``harness.main`` in-process. The reply socket gets ``{"pid": N, "cgroup":
-path or null}`` at once and ``{"exit": code}`` (negative: killed by that signal) when the child
-is reaped, or ``{"error": ...}`` when it could not be started.
+isolation plan or null, "max_procs": n, "task_model": bool}`` carrying descriptors (SCM_RIGHTS):
+a reply socket, the child's stdout, stderr and result pipe, its end of the task-model link when
+``task_model`` (task_model_link.py; descriptor ``TASK_MODEL_FD`` in the child) and the cgroup's
+``cgroup.procs`` when the client made one. With a ``cgroup_parent`` the server keeps a *spare*:
+a child forked ahead, already in its own session and in a fresh pids cgroup (joining one waits
+~8 ms for an RCU grace period, better spent idle), which takes the next request; otherwise it
+forks a child per request. Either way the child confines itself exactly as the cold sandbox's
+``preexec_fn`` does (its session, the cgroup, namespaces and the dedicated uid, rlimits, death
+with the server), takes a scrubbed environment and runs ``harness.main`` in-process. The reply
+socket gets ``{"pid": N, "cgroup": path or null}`` at once and ``{"exit": code}`` (negative:
+killed by that signal) when the child is reaped, or ``{"error": ...}`` when it could not be
+started.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import importlib
 import io
@@ -42,6 +45,9 @@ from evoforge.evaluators import harness
 from evoforge.evaluators.isolation import IsolationPlan, confine
 
 RESULT_FD = 3  # the result pipe's number in a child
+TASK_MODEL_FD = 4  # the task-model link's number in a child that has one
+TASK_MODEL_FD_ENV = "EVOFORGE_TASK_MODEL_FD"  # as launch.py names it (this module imports no asyncio)
+_LIFT = 16  # a child first moves the descriptors it keeps above this, so no dup2 overwrites one
 MAX_MESSAGE = 1 << 20
 _MAX_FDS = 8
 _SETUP_FAILED = 126  # a child's exit code when it could not confine itself (reason on its stderr)
@@ -139,17 +145,18 @@ class _Server:
         A client that made no cgroup relies on the spare's: without one, the request fails (the
         client then runs it cold), never a child without its process limit."""
         reply, passed = fds[0], fds[1:]
-        if len(passed) == 3 and self.cgroup_parent:
+        client_cgroup = len(passed) > 3 + bool(request.get("task_model"))  # its cgroup.procs is last
+        if not client_cgroup and self.cgroup_parent:
             self.prepare_spare()
         spare, self.spare = self.spare, None
-        if len(passed) == 3 and self.cgroup_parent and (spare is None or spare.cgroup is None):
+        if not client_cgroup and self.cgroup_parent and (spare is None or spare.cgroup is None):
             if spare is not None:
                 self._discard(spare)
             why = self.cgroup_error or f"{self.spare_deaths} spares died waiting"
             _send(reply, {"error": f"no spare child in a pids cgroup could be made: {why}"})
             _close(fds)
             return
-        if spare is not None and len(passed) == 3:  # no cgroup of the client's: the spare's is used
+        if spare is not None and not client_cgroup:  # no cgroup of the client's: the spare's is used
             try:
                 if spare.cgroup is not None:
                     with open(os.path.join(spare.cgroup, "pids.max"), "w") as limit:
@@ -283,13 +290,15 @@ def _child(request: dict, fds: list[int], sys_path: list[str]) -> None:
     try:
         if os.getsid(0) != os.getpid():  # a spare is a session leader already
             os.setsid()
-        stdout, stderr, result, *procs = fds
-        if procs:  # first: its number may be one of those the dup2s below take over
-            os.write(procs[0], str(os.getpid()).encode())
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        for fd, target in ((devnull, 0), (stdout, 1), (stderr, 2), (result, RESULT_FD)):
+        stdout, stderr, result, *rest = fds
+        link = [rest.pop(0)] if request.get("task_model") else []
+        if rest:  # its cgroup.procs: first, before the dup2s below take descriptors over
+            os.write(rest[0], str(os.getpid()).encode())
+        kept = [os.open(os.devnull, os.O_RDONLY), stdout, stderr, result, *link]  # to 0, 1, 2, 3, 4
+        kept = [fcntl.fcntl(fd, fcntl.F_DUPFD, _LIFT) for fd in kept]
+        for target, fd in enumerate(kept):
             os.dup2(fd, target)
-        os.closerange(RESULT_FD + 1, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        os.closerange(len(kept), resource.getrlimit(resource.RLIMIT_NOFILE)[0])
         signal.set_wakeup_fd(-1)
         for signum in (signal.SIGCHLD, signal.SIGINT):
             signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
@@ -299,6 +308,8 @@ def _child(request: dict, fds: list[int], sys_path: list[str]) -> None:
         confine(plan, request["rlimits"], server)
         os.environ.clear()
         os.environ.update({**request["env"], "EVOFORGE_RESULT_FD": str(RESULT_FD)})
+        if link:
+            os.environ[TASK_MODEL_FD_ENV] = str(TASK_MODEL_FD)
         sys.path[:] = [request["workdir"], *sys_path]
         sys.argv = [harness.__file__, *request["argv"]]
         sys.dont_write_bytecode = True

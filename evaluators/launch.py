@@ -26,6 +26,7 @@ from evoforge.evaluators.sandbox_io import ChildProtocol
 warnings.filterwarnings("ignore", message="lancedb fork support is experimental", category=RuntimeWarning)
 
 _PASSTHROUGH_ENV = ("PATH", "LANG", "LC_ALL", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+TASK_MODEL_FD_ENV = "EVOFORGE_TASK_MODEL_FD"  # the task-model link's descriptor (compat/evoforge_channel.py)
 
 
 def child_env(workdir: Path, extra: dict[str, str] | None) -> dict[str, str]:
@@ -48,7 +49,9 @@ def child_env(workdir: Path, extra: dict[str, str] | None) -> dict[str, str]:
 class ChildSpec:
     """What a launcher starts: ``argv`` in ``workdir`` with ``env``, under ``rlimits``, in the
     cgroup whose ``cgroup.procs`` is open as ``procs_fd``, isolated by ``plan``; the result pipe's
-    write end is ``result_fd`` (the launcher names it in the child's ``EVOFORGE_RESULT_FD``)."""
+    write end is ``result_fd`` (the launcher names it in the child's ``EVOFORGE_RESULT_FD``), and
+    ``task_model_fd``, when given, the child's end of its task-model link (task_model_link.py,
+    named in ``EVOFORGE_TASK_MODEL_FD``)."""
 
     argv: list[str]
     workdir: Path
@@ -59,6 +62,7 @@ class ChildSpec:
     result_fd: int
     output_bytes: int
     max_procs: int = 64  # for a launcher that makes the child's pids cgroup itself
+    task_model_fd: int | None = None
 
 
 class Running(Protocol):
@@ -128,15 +132,19 @@ class _Cold:
 
     async def start(self, spec: ChildSpec) -> Running:
         loop = asyncio.get_running_loop()
+        env, fds = {**spec.env, "EVOFORGE_RESULT_FD": str(spec.result_fd)}, [spec.result_fd]
+        if spec.task_model_fd is not None:
+            env[TASK_MODEL_FD_ENV] = str(spec.task_model_fd)
+            fds.append(spec.task_model_fd)
         transport, protocol = await loop.subprocess_exec(
             lambda: ChildProtocol(spec.output_bytes),
             *spec.argv,
             cwd=str(spec.workdir),
-            env={**spec.env, "EVOFORGE_RESULT_FD": str(spec.result_fd)},
+            env=env,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            pass_fds=(spec.result_fd,),
+            pass_fds=tuple(fds),
             start_new_session=True,
             preexec_fn=_make_preexec(spec.rlimits, spec.procs_fd, spec.plan),
         )

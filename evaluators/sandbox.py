@@ -83,6 +83,7 @@ class SandboxResult:
     lost: str | None = None  # warm: the fork server died before it reported the child's exit
     retried: str | None = None  # warm: a first run was lost, and this is the second (why)
     finished_at: float | None = None  # monotonic time the result was in (before the copy's deletion)
+    task_model: dict[str, float] | None = None  # the task-model calls it made (metrics), if linked
 
     def describe_failure(self, note: str = "", missing: str = "a result") -> str | None:
         """A one-paragraph reason (``note`` follows it), or None after an exit 0 with a payload."""
@@ -187,6 +188,7 @@ async def run_sandboxed(
     env: dict[str, str] | None = None,
     on_line: Callable[[dict], bool] | None = None,
     launcher: Launcher | None = None,
+    task_model_fd: int | None = None,
 ) -> SandboxResult:
     """Run ``argv`` in ``workdir`` under ``limits`` and collect its result pipe and output tails.
 
@@ -194,7 +196,9 @@ async def run_sandboxed(
     ``payload``); returning False, or an unreadable line, kills the run at once. An exception
     raised by ``on_line`` also kills the run, and is re-raised once the child is gone.
     ``launcher`` starts the child (default: fork and exec it, ``COLD``; the warm sandbox's fork
-    server takes harness arguments as ``argv``, evaluators/warm.py).
+    server takes harness arguments as ``argv``, evaluators/warm.py). ``task_model_fd`` is the
+    child's end of its task-model link (task_model_link.py), inherited; the caller keeps and
+    closes it.
     """
     launcher = launcher or COLD
     mechanism = process_limit_mechanism()
@@ -216,7 +220,7 @@ async def run_sandboxed(
         nproc = isolation.uid_processes(os.getuid()) + limits.max_procs
     confinement = _Confinement(limits, cgroup, nproc, plan, uid if own and not cgrouped else None)
     try:
-        return await _run(argv, Path(workdir), env, on_line, confinement, launcher)
+        return await _run(argv, Path(workdir), env, on_line, confinement, launcher, task_model_fd)
     finally:
         if own:
             isolation.UIDS.give_back(uid)  # type: ignore[arg-type]
@@ -229,7 +233,7 @@ def _hand_over(workdir: Path, uid: int, expose: tuple[str, ...]) -> isolation.Is
 
 async def _run(argv: list[str], workdir: Path, env: dict[str, str] | None,
                on_line: Callable[[dict], bool] | None, confined: _Confinement,
-               launcher: Launcher) -> SandboxResult:
+               launcher: Launcher, task_model_fd: int | None) -> SandboxResult:
     loop = asyncio.get_running_loop()
     limits, cgroup = confined.limits, confined.cgroup
     read_fd, write_fd = os.pipe()
@@ -242,7 +246,8 @@ async def _run(argv: list[str], workdir: Path, env: dict[str, str] | None,
             lambda: result, os.fdopen(read_fd, "rb", buffering=0)
         )
         spec = ChildSpec(argv, workdir, child_env(workdir, env), _rlimits(limits, confined.nproc),
-                         procs_fd, confined.plan, write_fd, limits.output_bytes, limits.max_procs)
+                         procs_fd, confined.plan, write_fd, limits.output_bytes, limits.max_procs,
+                         task_model_fd)
         child = await launcher.start(spec)
         if child.cgroup is not None:
             confined.cgroup = cgroup = child.cgroup

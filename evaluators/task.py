@@ -11,7 +11,9 @@ defining ``evaluate(program_path)``, and optionally:
   evaluation), ``levels`` (below), ``kind`` (``program``, the default, or ``files``) and
   ``files`` (a ``files`` task's evolvable files: the artifact is those files, packed by
   ``infra/artifacts/bundle.py``; ``evaluate`` then receives the folder, and ``program_name`` is
-  empty). Any other key is an error that names it.
+  empty) and ``task_model`` (``true``: the sandboxed evaluator or candidate may call the run's
+  task model, ``from evoforge_channel import llm``; evaluators/task_model_link.py). Any other key
+  is an error that names it.
 - ``config.yaml`` (OpenEvolve's, lenient): only ``evaluator.timeout`` -> ``timeout_s``,
   ``evaluator.cascade_evaluation`` -> ``cascade``, ``evaluator.cascade_thresholds`` ->
   ``cascade_thresholds``, ``prompt.system_message`` -> ``description``,
@@ -125,6 +127,7 @@ class Task:
     language: str = "python"
     kind: str = "program"  # the artifact kind (infra/artifacts/): program, files
     files: tuple[str, ...] = ()  # a files task's evolvable files
+    calls_task_model: bool = False  # task.yaml task_model: its sandboxed evaluations may call it
 
     @property
     def is_python(self) -> bool:
@@ -136,6 +139,12 @@ class Task:
         """True when candidates are scored by running them with a task model (a `text` task):
         in the run's process, on the cases of the evaluator's splits, not in the sandbox."""
         return self.kind in TASK_MODEL_KINDS
+
+    @property
+    def needs_task_model(self) -> bool:
+        """True when the run must reach a task model: a text task's, or the one a program or files
+        task's sandboxed evaluations call (``task_model: true``, evaluators/task_model_link.py)."""
+        return self.uses_task_model or self.calls_task_model
 
     @cached_property
     def artifact(self) -> ArtifactKind:
@@ -192,6 +201,9 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     settings = {**(theirs or {}), **(ours or {})}
     evaluator_path = root / EVALUATOR
     kind, files = settings.get("kind", "program"), settings.get("files", ())
+    if kind in TASK_MODEL_KINDS and "task_model" in settings:
+        raise TaskError(f"{TASK_YAML}: 'task_model' is for kinds program and files (a {kind} task is "
+                        f"always run by its task model)")
     required = TASK_MODEL_FUNCTIONS if kind in TASK_MODEL_KINDS else ("evaluate",)
     functions = evaluator_functions(evaluator_path, required)
     if kind in TASK_MODEL_KINDS:
@@ -259,6 +271,7 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
         language=language,
         kind=kind,
         files=tuple(files),
+        calls_task_model=settings.get("task_model", False),
     )
 
 

@@ -29,43 +29,25 @@ import math
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from evoforge.evaluators.cases import CaseOutcome, CaseResult
 from evoforge.evaluators.task import EVALUATOR, Task, TaskError
+from evoforge.evaluators.task_model_client import (
+    TaskModelClient,
+    TaskModelUsage,
+    attach_channel,
+    client_of,
+)
 from evoforge.infra.config import ModelPrice
-from evoforge.infra.llm.pricing import call_cost
 from evoforge.infra.llm.types import LLMBackend, LLMError
 
+__all__ = ["FEEDBACK_ARTIFACT", "SPLITS", "TaskChannel", "TaskModelUsage", "TaskModule", "attach_channel",
+           "channel_of"]
 log = logging.getLogger(__name__)
 SPLITS = ("train", "val", "test")
 FEEDBACK_ARTIFACT = "feedback"  # the node artifact the research prompt shows the proposer
 _FEEDBACK_LINES = 12
-
-
-@dataclass
-class TaskModelUsage:
-    """What the task model's calls cost: counted per evaluation and for the run."""
-
-    calls: int = 0
-    cached: int = 0
-    failed: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    seconds: float = 0.0
-    cost_usd: float = 0.0
-
-    def add(self, other: TaskModelUsage) -> None:
-        for name, value in asdict(other).items():
-            setattr(self, name, getattr(self, name) + value)
-
-    def as_dict(self) -> dict[str, float]:
-        return {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self).items()}
-
-    def metrics(self) -> dict[str, float]:
-        """The usage as a node's metrics (`task_model_calls`, ...), recorded with its evaluation."""
-        return {f"task_model_{k}": float(v) for k, v in self.as_dict().items()}
 
 
 class TaskModule:
@@ -95,17 +77,16 @@ class TaskModule:
         return [case["id"] for case in self.splits[split]]
 
 
-class TaskChannel:
-    """The run's way to its task model: the task's module, the backend, the cache, the meters."""
+class TaskChannel(TaskModelClient):
+    """A text task's way to its task model: the client (backend, bound, meters), the task's
+    module and the output cache."""
 
     def __init__(self, module: TaskModule, backend: LLMBackend, *, concurrency: int, max_tokens: int,
                  temperature: float, prices: Mapping[str, ModelPrice]) -> None:
-        self.module, self.backend = module, backend
-        self.max_tokens, self.temperature, self.prices = max_tokens, temperature, prices
-        self.concurrency = concurrency
-        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        super().__init__(backend, concurrency=concurrency, max_tokens=max_tokens, temperature=temperature,
+                         prices=prices)
+        self.module = module
         self._cache: dict[tuple[str, str], tuple[str, float, str]] = {}
-        self.usage = TaskModelUsage()  # the run's, over every evaluation
 
     async def evaluate(self, artifact: str, order: list[str],
                        on_case: Callable[[CaseResult], bool] | None = None) -> CaseOutcome:
@@ -142,6 +123,10 @@ class TaskChannel:
             seconds=seconds, cascade_step=None, case_scores=scores, cases_done=len(scores),
             cases_total=len(order), stopped_early=stopped)
 
+    def trace(self, artifact: str, case_id: str) -> tuple[str, float, str] | None:
+        """(output, score, feedback) of `artifact` on a case it has run (None: not run, or failed)."""
+        return self._cache.get((hashlib.sha256(artifact.encode()).hexdigest(), case_id))
+
     async def _case(self, artifact: str, key: str, case_id: str, usage: TaskModelUsage
                     ) -> tuple[float, str, str | None]:
         """(score, feedback, failure reason) of one case; served from the cache when it has it."""
@@ -153,16 +138,7 @@ class TaskChannel:
         case = self.module.by_id[case_id]
 
         async def llm(messages: list[dict[str, str]], max_tokens: int | None = None) -> str:
-            async with self._slots_here():  # the backend holds the call to the money budget first
-                completion = await self.backend.complete(
-                    messages, temperature=self.temperature, max_tokens=max_tokens or self.max_tokens)
-            usage.calls += 1
-            usage.tokens_in += completion.tokens_in
-            usage.tokens_out += completion.tokens_out
-            usage.seconds += completion.seconds
-            usage.cost_usd += call_cost(self.prices, completion.model, completion.tokens_in,
-                                        completion.tokens_out) or 0.0
-            return completion.text
+            return await self.ask(messages, usage, max_tokens)
 
         try:
             output = self.module.run(artifact, case, llm)
@@ -187,28 +163,12 @@ class TaskChannel:
         return score, note, None
 
 
-    def _slots_here(self) -> asyncio.Semaphore:
-        """The bound on calls at once, for the running event loop (a semaphore is a loop's own)."""
-        loop = asyncio.get_running_loop()
-        if self._slots is None or self._slots[0] is not loop:
-            self._slots = (loop, asyncio.Semaphore(self.concurrency))
-        return self._slots[1]
-
-
-_CHANNELS: dict[str, TaskChannel] = {}
-
-
-def attach_channel(task: Task, channel: TaskChannel) -> None:
-    """Make `channel` the way this process's evaluations of `task` reach its task model."""
-    _CHANNELS[str(task.root)] = channel
-
-
 def channel_of(task: Task) -> TaskChannel:
-    """The channel attached for `task` (RuntimeError when the run attached none)."""
-    try:
-        return _CHANNELS[str(task.root)]
-    except KeyError:
-        raise RuntimeError(f"no task model attached for task '{task.name}' in this process") from None
+    """The channel attached for text task `task` (RuntimeError when the run attached none)."""
+    channel = client_of(task)
+    if not isinstance(channel, TaskChannel):
+        raise RuntimeError(f"no task model attached for task '{task.name}' in this process")
+    return channel
 
 
 def _splits(raw: Any) -> dict[str, list[dict]]:

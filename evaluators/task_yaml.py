@@ -295,6 +295,7 @@ _TASK_FIELDS = {
     "prompt": _name,
     "playbook": _name,
     "files": _files,
+    "task_model": _flag,
 }
 _OPENEVOLVE_FIELDS = {
     ("evaluator", "timeout"): ("timeout_s", _timeout),

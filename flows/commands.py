@@ -246,12 +246,13 @@ def cmd_report(run_dir: Path) -> int:
             task_name = store.get_meta("task") or run_dir.name
             maximize = store.get_meta("direction", "maximize") == "maximize"
             try:  # a gated task's sections need its levels; a task folder since moved has none
-                gated = load_task(task_name).gated
+                task = load_task(task_name)
+                gated, kind = task.gated, task.kind
             except TaskError:
-                gated = level != "full"
+                gated, kind = level != "full", "program"
             plans, promotions = rounds_of(store)
-            text, drawn = write_report(paths, store.all(), held_out(store),
-                                       RunFacts(task_name, maximize, level, gated),
+            facts = RunFacts(task_name, maximize, level, gated, kind, status.get("task_model"))
+            text, drawn = write_report(paths, store.all(), held_out(store), facts,
                                        status.get("best_node"), plans, promotions)
     except StoreBusyError:
         raise StoreBusyError(f"the run in {run_dir} is going and holds its node database: its report "

@@ -20,11 +20,12 @@ from evoforge.evaluators.cases import list_cases
 from evoforge.evaluators.fitness import reported_error
 from evoforge.evaluators.sandbox import describe_isolation
 from evoforge.evaluators.task import TaskError
-from evoforge.evaluators.task_model import attach_channel
+from evoforge.evaluators.task_model import TaskChannel, attach_channel
 from evoforge.evaluators.warm import WARM
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
 from evoforge.flows.engine import Engine
+from evoforge.flows.final_report import report_held_out
 from evoforge.flows.gated_run import finish_gated, round_jobs
 from evoforge.flows.policies import BarrierPolicy
 from evoforge.flows.prefect_logs import attach_prefect_log, detach_prefect_log
@@ -142,8 +143,9 @@ async def evolution_run(request: RunRequest) -> dict[str, Any]:
     await prepared.check_llm()
     cfg, task, llm = prepared.config, prepared.task, prepared.llm
     prepared.run_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - startup, nothing runs yet
-    if prepared.task_model is not None:  # a text task: its val split, run by its task model here
+    if prepared.task_model is not None:  # its task model, reached from this process
         attach_channel(task, prepared.task_model)
+    if isinstance(prepared.task_model, TaskChannel):  # a text task: its val split, run by its task model
         cases = prepared.task_model.module.ids("val")
     else:
         cases = await list_cases(task, scratch_root=prepared.run_dir) if task.case_based else None
@@ -184,8 +186,9 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     sandbox_isolation = describe_isolation(cfg.sandbox.isolate)
     log.info("sandbox: user %(user)s; network %(network)s; filesystem %(filesystem)s; "
              "process limit %(process_limit)s", sandbox_isolation)
-    facts = {"run_id": ctx.run_id, "task": task.name, "mode": cfg.engine.mode, "backend": llm.name,
-             "model": llm.model, "started_at": time.time(), "max_evals": cfg.budget.max_evals,
+    facts = {"run_id": ctx.run_id, "task": task.name, "algorithm": cfg.engine.algorithm,
+             "mode": cfg.engine.mode, "backend": llm.name, "model": llm.model, "started_at": time.time(),
+             "max_evals": cfg.budget.max_evals,
              "mlflow_run_id": session.tracker.parent_run_id if session.tracker else None}
 
     def snapshot(state_name: str = "running") -> dict[str, Any]:
@@ -218,6 +221,7 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
         mlflow_status = "KILLED" if run_state == "interrupted" else "FINISHED"
         if run_state == "finished":
             await finish_gated(session)
+            await report_held_out(session)  # the winners' held-out scores, in their own table
     except Exception:
         log.exception("the run failed")
         raise

@@ -1,5 +1,6 @@
 """What a run adds for gated ML work: the first research plan, the round jobs (plan agent,
-promotion) beside the pipeline, and the end of the search (a last promotion, the final report)."""
+promotion) beside the pipeline, and the end of the search (a last promotion; the final report
+that follows it is flows/final_report.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Any
 
 from evoforge.cognition.seeding import task_seeds
 from evoforge.flows.engine import Engine
-from evoforge.flows.final_report import final_report_flow
 from evoforge.flows.promotion_flow import promotion_flow, promotion_job
 from evoforge.flows.session import Session
 from evoforge.stages.rounds.plan_job import plan_enabled, plan_job, start_plan
@@ -53,12 +53,10 @@ def round_jobs(engine: Engine, session: Session) -> list[Callable[[], Awaitable[
 
 
 async def finish_gated(session: Session) -> None:
-    """After the search: promote who no promotion reached among the top-K, then the final report."""
+    """After the search: promote who no promotion reached among the top-K."""
     ctx = session.ctx
     if not ctx.task.gated:
         return
     if promotion_candidates(ctx.pool, ctx.config.promotion.top_k):
         done = session.head.state.rounds.promotions
         await promotion_flow(ctx.run_id, done[-1].round + 1 if done else 1)
-    if ctx.task.has_final and ctx.config.promotion.final_top > 0:
-        await final_report_flow(ctx.run_id)

@@ -26,7 +26,8 @@ from evoforge.cognition.seeding import task_seeds
 from evoforge.cognition.store import CognitionBase
 from evoforge.evaluators.task import Task, load_task
 from evoforge.evaluators.task_model import TaskChannel, TaskModule
-from evoforge.infra.config import ConfigError, RunConfig
+from evoforge.evaluators.task_model_client import TaskModelClient
+from evoforge.infra.config import DEFAULT_MAX_WORKERS, DEFAULT_WORKERS, ConfigError, RunConfig
 from evoforge.infra.llm.factory import endpoint_backend, make_backend
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
@@ -62,7 +63,7 @@ class Prepared:
     cognition: CognitionBase | None = None  # the workspace's, shared by runs; None when off
     analysis_llm: OpenAIBackend | None = None  # analyze.llm's endpoint; None: the run's LLM
     spending: Spending | None = None  # dollars spent on LLM calls, held to budget.max_cost_usd
-    task_model: TaskChannel | None = None  # a text task's: its module, task model and cache
+    task_model: TaskModelClient | None = None  # a text task's TaskChannel, or a task_model: true task's
     checked: bool = False
 
     @property
@@ -138,30 +139,43 @@ def prepare(request: RunRequest) -> Prepared:
     analysis_llm = (endpoint_backend(cfg.llm, analysis, cfg.seed, "analyze.llm", spending)
                     if analysis else None)
     llm = make_backend(cfg.llm, cfg.seed, spending)
-    task_model = open_task_model(task, cfg, llm, spending) if task.uses_task_model else None
+    task_model = open_task_model(task, cfg, llm, spending) if task.needs_task_model else None
     return Prepared(request, task, llm, pipeline, cognition, analysis_llm, spending=spending,
                     task_model=task_model)
 
 
-def open_task_model(task: Task, cfg: RunConfig, llm: LLMBackend, spending: Spending) -> TaskChannel:
-    """The way a text task's prompt reaches its task model: `task_model.llm`, else the proposer's
-    server (the offline proposer cannot run a prompt: a one-line error)."""
+def open_task_model(task: Task, cfg: RunConfig, llm: LLMBackend, spending: Spending) -> TaskModelClient:
+    """The way a task reaches its task model (a text task's prompt, or a `task_model: true` task's
+    sandboxed evaluations): `task_model.llm`, else the proposer's server (the offline proposer
+    cannot answer: a one-line error)."""
+    what = (f"is a {task.kind} task" if task.uses_task_model
+            else "declares task_model: true (its sandboxed evaluations call a task model)")
     if cfg.engine.executor != "loop":
-        raise ConfigError(f"engine.executor (--executor): task '{task.name}' is a {task.kind} task, scored "
-                          f"in the run's process by its task model; use the loop executor")
+        where = "scored in the run's process by its task model" if task.uses_task_model else \
+            "its evaluations reach the task model through the run's process"
+        raise ConfigError(f"engine.executor (--executor): task '{task.name}' {what}, {where}; use the "
+                          f"loop executor")
     if cfg.task_model.llm is not None:
         backend: LLMBackend = endpoint_backend(cfg.llm, cfg.task_model.llm, cfg.seed, "task_model.llm",
                                                spending)
     elif isinstance(llm, (OpenAIBackend, Router)):
         backend = llm
-    else:
+    elif task.uses_task_model:
         noun = "prompt" if task.kind == "text" else task.kind
         raise ConfigError(f"task '{task.name}' is a {task.kind} task: a task model (an LLM) runs its {noun} "
                           f"on the cases, and the offline proposer cannot; set --llm-base-url (or "
                           f"task_model.llm)")
+    else:
+        raise ConfigError(f"task '{task.name}' declares task_model: true: its evaluations call a task "
+                          f"model (an LLM), and the offline proposer cannot answer them; set "
+                          f"--llm-base-url (or task_model.llm)")
     setting = cfg.task_model
-    return TaskChannel(TaskModule(task), backend, concurrency=setting.concurrency,
-                       max_tokens=setting.max_tokens, temperature=setting.temperature, prices=cfg.llm.prices)
+    if task.uses_task_model:
+        return TaskChannel(TaskModule(task), backend, concurrency=setting.concurrency,
+                           max_tokens=setting.max_tokens, temperature=setting.temperature,
+                           prices=cfg.llm.prices)
+    return TaskModelClient(backend, concurrency=setting.concurrency, max_tokens=setting.max_tokens,
+                           temperature=setting.temperature, prices=cfg.llm.prices)
 
 
 def run_algorithm(cfg: RunConfig, task: Task | None = None) -> Algorithm:
@@ -173,6 +187,9 @@ def run_algorithm(cfg: RunConfig, task: Task | None = None) -> Algorithm:
     if task is not None and not algorithm.evolves(task.kind):
         raise ConfigError(f"engine.algorithm (--algorithm): {algorithm.name} evolves "
                           f"{', '.join(algorithm.kinds)} tasks; task '{task.name}' is a {task.kind} task")
+    refusal = algorithm.refuses(task) if task is not None else None
+    if refusal is not None:
+        raise ConfigError(f"engine.algorithm (--algorithm): {refusal}")
     return algorithm
 
 
@@ -198,9 +215,11 @@ def build_pipeline(cfg: RunConfig, task: Task | None = None) -> Pipeline:
     except (PluginError, PipelineError) as exc:
         raise ConfigError(f"engine.plugins (--plugin): {exc}") from None
     names = pipeline.names()
-    for key, counts in (("engine.workers (--workers)", cfg.engine.workers),
-                        ("adaptive.max_workers", cfg.adaptive.max_workers)):
-        unknown = [name for name in counts if name not in names]
+    for key, counts, defaults in (("engine.workers (--workers)", cfg.engine.workers, DEFAULT_WORKERS),
+                                  ("adaptive.max_workers", cfg.adaptive.max_workers, DEFAULT_MAX_WORKERS)):
+        # a default count for a stage the algorithm does not have (research in ace) is no error
+        unknown = [name for name, count in counts.items()
+                   if name not in names and defaults.get(name) != count]
         if unknown:
             close = difflib.get_close_matches(unknown[0], names, n=1)
             hint = f" (did you mean '{close[0]}'?)" if close else ""

@@ -71,7 +71,7 @@ class Session:
         own records), even if writing the report fails."""
         started = time.perf_counter()
         try:
-            texts = {"report.md": self.report()}
+            texts = {"report.md": self.report(snapshot["status"].get("task_model"))}
         finally:
             if self.paths.leaderboard.is_file():
                 texts["leaderboard.md"] = self.paths.leaderboard.read_text()
@@ -93,12 +93,14 @@ class Session:
                 log.info("session closed: report %.2f s, the sinks' last records %.2f s",
                          reported - started, time.perf_counter() - reported)
 
-    def report(self) -> str:
+    def report(self, task_model: dict[str, float] | None = None) -> str:
         """Write report.md with its plots (for a gated run the final scores and level comparisons
-        come first); returns the text."""
+        come first; for a text or playbook task its test scores; `task_model`: the run's usage of its
+        task model, if it has one); returns the text."""
         task, state = self.ctx.task, self.state
         winner = state.pool.winner()
-        facts = RunFacts(task.name, task.direction == "maximize", task.search_level, task.gated)
+        facts = RunFacts(task.name, task.direction == "maximize", task.search_level, task.gated, task.kind,
+                         task_model)
         self.hub.sync(60)  # the held-out table as the node database has it now
         text, _ = write_report(self.paths, state.all_nodes(), held_out(self.store.reader()), facts,
                                winner.id if winner else None, state.rounds.plans, state.rounds.promotions)

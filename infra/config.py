@@ -186,7 +186,7 @@ class AdaptiveConfig(_Section):
 class SearchConfig(_Section):
     """How parents and inspirations are chosen, and which candidates count as novel."""
 
-    sampler: Literal["greedy", "uniform", "ucb1", "map_elites", "islands", "pareto"] = "greedy"
+    sampler: Literal["greedy", "uniform", "ucb1", "map_elites", "islands", "pareto", "latest"] = "greedy"
     exploration: float = Field(default=0.2, ge=0, le=1)  # share of parents drawn uniformly
     exploitation: float = Field(default=0.6, ge=0, le=1)  # share of parents that are a best node
     elite_size: int = Field(default=5, ge=1)  # the rest come from the top elite_size
@@ -243,6 +243,16 @@ class GepaConfig(_Section):
     """GEPA (engine.algorithm: gepa): reflective evolution of a prompt or playbook on its cases."""
 
     minibatch: int = Field(default=3, ge=1)  # train cases per rollout, reflected on together
+    merge_every: int = Field(default=0, ge=0)  # every Nth candidate merges two Pareto-front members (0: off)
+
+
+class AceConfig(_Section):
+    """ACE (engine.algorithm: ace): generator -> reflector -> curator on a playbook. offline: the
+    train cases in order, `batch` a step, round and round; online: the val cases once each, in
+    order, each answered with the newest playbook before it is learned from."""
+
+    mode: Literal["offline", "online"] = "offline"
+    batch: int = Field(default=2, ge=1)  # cases the generator answers per step
 
 
 class AnalyzeConfig(_Section):
@@ -344,6 +354,7 @@ class RunConfig(_Section):
     analyze: AnalyzeConfig = AnalyzeConfig()
     task_model: TaskModelConfig = TaskModelConfig()
     gepa: GepaConfig = GepaConfig()
+    ace: AceConfig = AceConfig()
     judge: JudgeConfig = JudgeConfig()
     guard: GuardConfig = GuardConfig()
     param_search: ParamSearchConfig = ParamSearchConfig()

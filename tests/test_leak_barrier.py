@@ -24,6 +24,7 @@ from tests.gated_tasks import FINAL_LOW, write_staged_task
 REPO = Path(__file__).resolve().parent.parent
 # the only modules that may read or write final scores: the final report and report.md
 FINAL_READERS = {"flows/final_report.py", "stages/reports/run_report.py", "stages/reports/gated_report.py",
+                 "stages/reports/task_model_report.py",
                  "infra/nodestore.py"}
 _FINAL_NAMES = re.compile(r"final_scores|FinalScore|score_final|at_level\(\s*[\"']final")
 

@@ -12,6 +12,7 @@ import pytest
 from evoforge.evaluators.task import TaskError, load_task
 from evoforge.evaluators.task_model import TaskChannel, TaskModule
 from evoforge.infra.llm.types import Completion, LLMError
+from evoforge.infra.nodestore import NodeStore
 
 EVALUATOR = '''
 def cases():
@@ -189,8 +190,10 @@ def test_a_prompt_evolves_over_the_simulator_with_its_task_model_counted_apart(t
     assert seed.tokens_in == 0 and seed.metrics["task_model_tokens_in"] > 0  # the seed asked no proposer
     ran = [n for n in nodes if n.was_evaluated and not n.repeat_of]
     used = status["task_model"]
-    assert used["calls"] == sum(n.metrics["task_model_calls"] for n in ran) > 0
-    assert used["tokens_in"] == sum(n.metrics["task_model_tokens_in"] for n in ran)
+    with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:  # and the winners' test cases
+        metrics = [n.metrics for n in ran] + [f.metrics for f in store.final_scores()]
+    assert used["calls"] == sum(m["task_model_calls"] for m in metrics) > 0
+    assert used["tokens_in"] == sum(m["task_model_tokens_in"] for m in metrics)
     assert f"task model    {used['calls']} calls" in status_text(status)
     assert status["speculative_released"] > 0  # speculation works over a task model's cases too
     child = next(n for n in ran if n.origin != "seed" and n.parent_id == seed.id)

@@ -47,6 +47,12 @@ class ArtifactKind(ABC):
     def apply(self, parent: str, answer: str) -> Applied:
         """The artifact an LLM answer makes of `parent`; EditError (the reason) when it cannot."""
 
+    def merge(self, ancestor: str, ours: str, theirs: str) -> str | None:
+        """An artifact with what `ours` and `theirs` each changed in their common `ancestor`
+        (`ours`, the better of the two, wins where they clash); None when this kind cannot merge
+        (GEPA's merge of two Pareto-front candidates)."""
+        return None
+
     def evolvable(self, artifact: str) -> str:
         """What may change of the artifact (shown as an inspiration, judged, measured for features)."""
         return artifact

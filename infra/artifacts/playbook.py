@@ -115,6 +115,29 @@ class Playbook(OneFile):
             raise EditError("the delta operations do not change the playbook")
         return Applied(code, parsed.motivation)
 
+    def merge(self, ancestor: str, ours: str, theirs: str) -> str | None:
+        """`ours` with `theirs`'s changes since `ancestor` replayed on it as delta operations: its
+        new bullets added (renumbered; one already there by content is not added twice), its
+        updates and removals of bullets `ours` left as they were, its counter increments; an
+        operation that no longer applies is left out.
+
+        >>> anc = "## S\\n[s-1] helpful=0 harmful=0 :: a\\n"
+        >>> ours = "## S\\n[s-1] helpful=1 harmful=0 :: a\\n[s-2] helpful=0 harmful=0 :: b\\n"
+        >>> theirs = "## S\\n[s-1] helpful=0 harmful=1 :: a\\n[s-2] helpful=0 harmful=0 :: c\\n"
+        >>> print(Playbook(program_name="p.md").merge(anc, ours, theirs), end="")
+        ## S
+        [s-1] helpful=1 harmful=1 :: a
+        [s-2] helpful=0 harmful=0 :: b
+        [s-3] helpful=0 harmful=0 :: c
+        """
+        sections = parse_playbook(ours)
+        for number, op in enumerate(_changes(parse_playbook(ancestor), parse_playbook(theirs), sections), 1):
+            try:
+                _apply(sections, op, number)
+            except EditError:
+                continue
+        return render_playbook(sections)
+
 
 
 def _operations(block: str) -> list[dict]:
@@ -174,3 +197,46 @@ def _next_id(sections: dict[str, list[Bullet]], section: str) -> str:
     numbers = [int(b.id.rsplit("-", 1)[1]) for items in sections.values() for b in items
                if b.id.rsplit("-", 1)[0] == prefix and b.id.rsplit("-", 1)[-1].isdigit()]
     return f"{prefix}-{max(numbers, default=0) + 1}"
+
+
+def tag_bullets(playbook: str, tags: list[tuple[str, str]]) -> tuple[str, int]:
+    """`playbook` with one more on the named counter of each (bullet id, helpful|harmful) pair,
+    and how many applied: a pair naming a bullet the playbook no longer has (removed since it was
+    tagged) is skipped, so tags merge deterministically onto any later version.
+
+    >>> tag_bullets("## S\\n[s-1] helpful=0 harmful=0 :: x\\n", [("s-1", "harmful"), ("s-9", "helpful")])
+    ('## S\\n[s-1] helpful=0 harmful=1 :: x\\n', 1)
+    """
+    sections = parse_playbook(playbook)
+    known = {b.id: b for bullets in sections.values() for b in bullets}
+    applied = 0
+    for bullet_id, tag in tags:
+        if bullet_id in known and tag in ("helpful", "harmful"):
+            setattr(known[bullet_id], tag, getattr(known[bullet_id], tag) + 1)
+            applied += 1
+    return render_playbook(sections), applied
+
+
+def _changes(ancestor: dict[str, list[Bullet]], theirs: dict[str, list[Bullet]],
+             ours: dict[str, list[Bullet]]) -> list[dict]:
+    """`theirs`'s changes since `ancestor` as delta operations onto `ours` (see Playbook.merge)."""
+    before = {b.id: b for bullets in ancestor.values() for b in bullets}
+    mine = {b.id: b for bullets in ours.values() for b in bullets}
+    ops: list[dict] = []
+    for section, bullets in theirs.items():
+        for bullet in bullets:
+            old = before.get(bullet.id)
+            if old is None:
+                ops.append({"type": "ADD", "section": section, "content": bullet.content})
+                continue
+            unchanged_here = bullet.id in mine and mine[bullet.id].content == old.content
+            if bullet.content != old.content and unchanged_here:
+                ops.append({"type": "UPDATE", "id": bullet.id, "content": bullet.content})
+            for tag in ("helpful", "harmful"):
+                more = max(0, getattr(bullet, tag) - getattr(old, tag))
+                ops += [{"type": "TAG", "id": bullet.id, "tag": tag}] * more
+    kept = {b.id for bullets in theirs.values() for b in bullets}
+    for bullet_id, old in before.items():
+        if bullet_id not in kept and bullet_id in mine and mine[bullet_id].content == old.content:
+            ops.append({"type": "REMOVE", "id": bullet_id})
+    return ops

@@ -14,6 +14,7 @@ shows it fenced as `prompt`, so an answerer tells it from code.
 from __future__ import annotations
 
 from evoforge.infra.artifacts.base import Applied, OneFile
+from evoforge.infra.artifacts.merge3 import merge3
 from evoforge.infra.edits import apply_answer, parse_answer
 from evoforge.infra.prompt_format import render_program_section
 
@@ -36,4 +37,7 @@ class Text(OneFile):
     def apply(self, parent: str, answer: str) -> Applied:
         parsed = parse_answer(answer)
         return Applied(apply_answer(parent, parsed, language="text"), parsed.motivation)
+
+    def merge(self, ancestor: str, ours: str, theirs: str) -> str | None:
+        return merge3(ancestor, ours, theirs)
 

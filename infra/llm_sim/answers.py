@@ -1,14 +1,17 @@
 """What the simulated LLM says: a real mutation of the prompt's program, or a deliberate dud (and
 a seeded structured report to an analysis prompt, a seeded score to a judge prompt, an added
 instruction to a text artifact (text_edits.py), delta operations to a playbook (playbook_edits.py),
-and a task model's answer to any message that is none of evoforge's own prompts (task_model.py))."""
+ACE's reflection on trajectories (ace_reflector.py), and a task model's answer to any message that
+is none of evoforge's own prompts (task_model.py))."""
 
 from __future__ import annotations
 
 import random
 
+from evoforge.infra.ace_format import is_reflector_prompt
 from evoforge.infra.edits import SearchReplace, render_diff
 from evoforge.infra.evolve_block import START_MARKER, EditError
+from evoforge.infra.llm_sim.ace_reflector import reflector_answer
 from evoforge.infra.llm_sim.citations import citation_lines
 from evoforge.infra.llm_sim.playbook_edits import PLAYBOOK_LANGUAGE, playbook_edit_answer
 from evoforge.infra.llm_sim.task_model import is_task_model_call, task_model_answer
@@ -47,6 +50,8 @@ def build_answer(prompt: str, rng: random.Random, system: str = "") -> str:
     """An answer that edits the prompt's program the way the prompt asks (diff or rewrite); an
     analysis or a judge prompt gets a seeded answer in the form it asks for; a message that is none
     of evoforge's own prompts gets the task model's answer to it under the ``system`` message."""
+    if is_reflector_prompt(prompt):
+        return reflector_answer(prompt)
     if is_task_model_call(prompt):
         return task_model_answer(system, prompt)
     if is_analysis_prompt(prompt):

@@ -26,6 +26,8 @@ first line; the second is always SIMULATED_LINE, so the text cannot pass for a r
 
 A conversion question ("Convert 12 pounds to kg.") is answered instead from the factors the
 system message (a playbook) states, as playbook_model.py describes; the style rules do not apply.
+So is a classification call (a ``Text:`` line to label, with ``Example:`` or ``Labels:`` lines),
+from the examples the messages give, as classify_model.py describes.
 
 >>> print(task_model_answer("You are a helpful assistant.", "Question: What is 17 + 25?"))
 The result is forty-two, I believe!
@@ -40,6 +42,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from evoforge.infra.ace_format import is_reflector_prompt
+from evoforge.infra.llm_sim.classify_model import classification_line
 from evoforge.infra.llm_sim.playbook_model import conversion_line
 from evoforge.infra.prompt_format import (
     extract_program,
@@ -90,7 +94,7 @@ def read_style(system: str) -> Style:
 
 def is_task_model_call(prompt: str) -> bool:
     """True for a user message that is none of evoforge's own prompts (a task model's turn)."""
-    own = (is_analysis_prompt, is_judge_prompt, is_plan_prompt, is_reflection_prompt)
+    own = (is_analysis_prompt, is_judge_prompt, is_plan_prompt, is_reflection_prompt, is_reflector_prompt)
     return extract_program(prompt) is None and not any(detect(prompt) for detect in own)
 
 
@@ -124,8 +128,10 @@ def number_words(n: int) -> str:
 
 def task_model_answer(system: str, user: str) -> str:
     """The answer line to ``user`` in the style ``system`` states (a conversion question: from
-    the factors it states), then SIMULATED_LINE."""
+    the factors it states; a classification call: from the examples given), then SIMULATED_LINE."""
     converted = conversion_line(system, user)
+    if converted is None:
+        converted = classification_line(system, user)
     if converted is not None:
         return f"{converted}\n{SIMULATED_LINE}"
     style, value = read_style(system), solve(user)

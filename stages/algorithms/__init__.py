@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import inspect
 
+from evoforge.stages.algorithms.ace import Ace
 from evoforge.stages.algorithms.asi_evolve import AsiEvolve
 from evoforge.stages.algorithms.base import Algorithm, AlgorithmError
 from evoforge.stages.algorithms.gepa import Gepa
+from evoforge.stages.algorithms.ml_evolve import MlEvolve
 from evoforge.stages.pipeline.plugins import (
     PluginError,
     import_plugin,  # --plugin's loader, shared
@@ -27,7 +29,9 @@ __all__ = ["ALGORITHMS", "Algorithm", "AlgorithmError", "algorithm_named"]
 
 ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
     AsiEvolve,
+    MlEvolve,
     Gepa,
+    Ace,
 )}
 
 

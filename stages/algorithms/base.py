@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
+from evoforge.evaluators.task import Task
 from evoforge.infra.artifacts import KINDS
 from evoforge.infra.config import RunConfig
 from evoforge.stages.pipeline.pipeline import Pipeline
@@ -60,6 +61,11 @@ class Algorithm(ABC):
     def evolves(self, kind: str) -> bool:
         """Whether a task of artifact kind `kind` can be evolved by this algorithm."""
         return kind in self.kinds
+
+    def refuses(self, task: Task) -> str | None:
+        """Why this algorithm cannot evolve `task` beyond its kind (a staged task required, say),
+        in one line; None when it can."""
+        return None
 
     def configure(self, cfg: RunConfig) -> RunConfig:
         """A copy of `cfg` with this algorithm's defaults for every key the user did not set."""

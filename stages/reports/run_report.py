@@ -1,20 +1,24 @@
 """report.md of a run, with its plots: written at the end of every run and by `evoforge report`.
 
 For a gated ML task the held-out final scores, the pilot-vs-full comparison of the promotions,
-what Optuna bought and the plan versions come first; every run gets the plots (report/*.png).
+what Optuna bought and the plan versions come first; for a text or playbook task, the winners'
+held-out test scores; for a run that reached a task model, its usage; every run gets the plots
+(report/*.png).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from evoforge.evaluators.task import TASK_MODEL_KINDS
 from evoforge.infra.nodes import Node
 from evoforge.infra.nodestore import FinalScore, NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.stages.reports.figures import Figure, report_figures
 from evoforge.stages.reports.gated_report import final_section, levels_section, optuna_section, plan_section
 from evoforge.stages.reports.origins import report_md
+from evoforge.stages.reports.task_model_report import held_out_section, usage_section
 from evoforge.stages.rounds.branches import Plan
 from evoforge.stages.rounds.promotion import PromotionSummary
 from evoforge.stages.rounds.records import PLANS_META, PROMOTIONS_META, plan_from_dict, summary_from_dict
@@ -23,12 +27,15 @@ from evoforge.stages.tuning.param_study import TuningData
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What the report is about: the task's name and direction, its search level, whether it is gated."""
+    """What the report is about: the task's name and direction, its search level, whether it is
+    gated, its artifact kind, and the run's usage of its task model (status.json's `task_model`)."""
 
     task: str
     maximize: bool
     search_level: str = "full"
     gated: bool = False
+    kind: str = "program"
+    task_model: Mapping[str, float] | None = None  # None: the run reached no task model
 
 
 def rounds_of(store: NodeStore) -> tuple[list[Plan], list[PromotionSummary]]:
@@ -61,8 +68,12 @@ def write_report(paths: RunPaths, nodes: Sequence[Node], finals: Sequence[FinalS
                     *levels_section(nodes, promotions, facts.maximize),
                     *optuna_section(nodes, facts.search_level, facts.maximize),
                     *plan_section(plans)]
+    elif finals or facts.kind in TASK_MODEL_KINDS:  # a task without levels holds test scores only
+        sections = held_out_section(list(finals), {n.id: n for n in nodes})
     elif any(TuningData.peek(n).trials_run for n in nodes):
         sections = optuna_section(nodes, facts.search_level, facts.maximize)
+    if facts.task_model is not None:
+        sections += usage_section(facts.task_model)
     figures, drawn = report_figures(paths, nodes, facts.search_level, facts.maximize, best_id=best_id)
     text = report_md(facts.task, nodes, facts.maximize, level=facts.search_level, sections=sections)
     text += "\n" + "\n".join(figures)

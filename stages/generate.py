@@ -1,0 +1,88 @@
+"""Generator: ACE's first role. The parent playbook answers the next cases of the stream with the
+task model; what it did there (its trajectories) is what the Reflector diagnoses.
+
+The stream (`ace.mode`): offline, the train cases in order, `ace.batch` a step, starting again
+after the last (`lap` 2, 3, ...); online, the val cases in order, each answered with the newest
+playbook before anything is learned from it: the answers of the first lap are ACE's online
+accuracy (stages/sinks/ace_online.py). Steps are numbered as items are drawn; a resumed run goes
+on after the last step its evaluated nodes record.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from evoforge.evaluators.task_model import channel_of
+from evoforge.infra.node_data import NodeData
+from evoforge.infra.nodes import FAILED
+from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
+from evoforge.stages.population.candidate import new_candidate
+from evoforge.stages.population.item import Item
+
+
+@dataclass
+class GenerateData(NodeData, owner="generate"):
+    """The step of the stream a candidate learned from, and the parent's answers there."""
+
+    mode: str = ""
+    step: int = -1
+    lap: int = 0
+    cases: list[str] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)  # the parent's, before the update (online accuracy)
+    task_model_calls: int = 0
+
+
+class StreamPosition:
+    """The next step of the stream, shared by the generator and its sink: the sink's catch-up on
+    resume sees every node of the run (a proposal waiting for the engineer included), the pool
+    only the evaluated ones; a resumed run goes on after the highest step either has seen."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen = -1
+        self._next: int | None = None
+
+    def seen(self, step: int) -> None:
+        with self._lock:
+            self._seen = max(self._seen, step)
+
+    def take(self, pool_steps: Iterable[int]) -> int:
+        with self._lock:
+            if self._next is None:
+                self._next = 1 + max(self._seen, max(pool_steps, default=-1))
+            step, self._next = self._next, self._next + 1
+            return step
+
+
+class Generate(Stage):
+    """Runs the parent playbook on the stream's next `ace.batch` cases."""
+
+    name = "generate"
+    task_run_name = "generate-{label}"
+    data = GenerateData
+    default_workers, max_workers = 8, 32  # task-model calls: sized like an LLM stage
+    workers_like = "research"
+
+    def __init__(self, position: StreamPosition | None = None) -> None:
+        self.position = position or StreamPosition()
+
+    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+        node = item.node.copy() if item.node is not None else new_candidate(item, ctx)
+        channel = channel_of(ctx.task)
+        mode, batch = ctx.config.ace.mode, ctx.config.ace.batch
+        stream = channel.module.ids("train" if mode == "offline" else "val")
+        step = self.position.take(GenerateData.peek(n).step for n in ctx.pool.nodes)
+        start = step * batch
+        cases = [stream[(start + i) % len(stream)] for i in range(batch)]
+        outcome = await channel.evaluate(item.parent.code, cases)
+        data = GenerateData.of(node)
+        data.mode, data.step, data.lap, data.cases = mode, step, start // len(stream) + 1, cases
+        data.scores = [outcome.case_scores.get(case, 0.0) for case in cases]
+        data.task_model_calls = int(outcome.metrics.get("task_model_calls", 0))
+        if not outcome.ok:
+            node.status, node.failed_stage, node.error = FAILED, self.name, outcome.error
+            return StageResult(node, to=COMMIT)
+        return StageResult(node)
