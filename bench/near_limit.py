@@ -61,7 +61,7 @@ from evoforge.evaluators.sandbox import SandboxLimits  # noqa: E402
 from evoforge.evaluators.task import Task, load_task  # noqa: E402
 from evoforge.flows.cli import main  # noqa: E402
 from evoforge.flows.session import sandbox_limits as _limits  # noqa: E402  (the run's own limits)
-from evoforge.infra.config import load_config  # noqa: E402
+from evoforge.infra.config_load import load_config  # noqa: E402
 from evoforge.infra.llm_sim.process import SimulatorProcess  # noqa: E402
 from evoforge.infra.llm_sim.server import SimConfig  # noqa: E402
 from evoforge.infra.timeline import read_timeline  # noqa: E402

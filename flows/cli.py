@@ -210,7 +210,8 @@ def cmd_run(ns: argparse.Namespace) -> int:
     from evoforge.flows.evolve import run_prepared
     from evoforge.flows.prepare import RunRequest, check_tracking_server, prepare, with_workspace
     from evoforge.flows.runlog import cli_run_log
-    from evoforge.infra.config import ConfigError, load_config
+    from evoforge.infra.config import ConfigError
+    from evoforge.infra.config_load import load_config
     from evoforge.infra.llm.openai_backend import LLMUnreachable
     from evoforge.infra.tracking import browse_hint, tracking_target
 

@@ -45,7 +45,7 @@ def run_cognition(ns: argparse.Namespace) -> int:
     """Run the cognition subcommand the arguments name; returns the exit code."""
     # loaded here, not at the top: LanceDB is not needed to build the CLI's parser
     from evoforge.cognition import CognitionError, open_base, read_seeds
-    from evoforge.infra.config import load_config
+    from evoforge.infra.config_load import load_config
 
     cfg = load_config(ns.config, {"workspace": ns.workspace})
     base = open_base(cfg.cognition, cfg.workspace)

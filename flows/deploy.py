@@ -24,7 +24,7 @@ from evoforge.flows.evolve import run_prepared
 from evoforge.flows.prefect_logs import attach_prefect_log, detach_prefect_log
 from evoforge.flows.prepare import RunRequest, prepare
 from evoforge.flows.run_names import name_from_parameter, rename_flow_run, run_name
-from evoforge.infra.config import load_config
+from evoforge.infra.config_load import load_config
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths
 from evoforge.stages.population.stats import RunStats

@@ -52,7 +52,7 @@ def deployment_params(ns: argparse.Namespace) -> Any:
     mistake is one line at the prompt, not a failed run later."""
     from evoforge.evaluators.task import load_task
     from evoforge.flows.deploy import DeploymentParams
-    from evoforge.infra.config import load_config
+    from evoforge.infra.config_load import load_config
 
     _check_schedule(ns)
     cfg = load_config(ns.config, {"workspace": ns.workspace, "llm.base_url": ns.llm_base_url,

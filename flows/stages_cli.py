@@ -75,7 +75,8 @@ def render(rows: list[dict[str, Any]]) -> str:
 
 def run_stages(ns: argparse.Namespace) -> int:
     from evoforge.flows.cli import _parse_workers
-    from evoforge.infra.config import ConfigError, load_config
+    from evoforge.infra.config import ConfigError
+    from evoforge.infra.config_load import load_config
 
     overrides: dict[str, Any] = {"engine.plugins": ns.plugin, "engine.algorithm": ns.algorithm}
     if ns.workers:

@@ -12,7 +12,8 @@ import pytest
 
 from evoforge.flows.cli import main
 from evoforge.flows.prepare import RunRequest, build_pipeline, prepare, with_algorithm_defaults
-from evoforge.infra.config import ConfigError, RunConfig, load_config
+from evoforge.infra.config import ConfigError, RunConfig
+from evoforge.infra.config_load import load_config
 from evoforge.stages.algorithms import ALGORITHMS, Algorithm, AlgorithmError, algorithm_named
 from evoforge.stages.algorithms.asi_evolve import AsiEvolve, pipeline
 from evoforge.stages.engineer import Engineer

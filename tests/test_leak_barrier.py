@@ -14,7 +14,7 @@ import pytest
 from evoforge.evaluators.task import load_task
 from evoforge.flows.cli import main
 from evoforge.flows.session import open_session
-from evoforge.infra.config import load_config
+from evoforge.infra.config_load import load_config
 from evoforge.infra.llm.factory import make_backend
 from evoforge.infra.nodes import Node
 from evoforge.infra.nodestore import NodeStore

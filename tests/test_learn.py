@@ -157,7 +157,7 @@ def test_without_the_embed_extra_the_default_run_goes_on_without_cognition(tmp_p
     from evoforge.cognition import minilm
     from evoforge.cognition.errors import CognitionError
     from evoforge.flows.prepare import open_cognition
-    from evoforge.infra.config import load_config
+    from evoforge.infra.config_load import load_config
 
     real = minilm.find_spec
     monkeypatch.setattr(minilm, "find_spec",

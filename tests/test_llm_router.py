@@ -12,7 +12,8 @@ from mlflow.tracking import MlflowClient
 
 from evoforge.flows.cli import main
 from evoforge.flows.commands import status_text
-from evoforge.infra.config import ConfigError, LLMConfig, ModelPrice, load_config
+from evoforge.infra.config import ConfigError, LLMConfig, ModelPrice
+from evoforge.infra.config_load import load_config
 from evoforge.infra.llm.factory import make_backend
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import TOKENS, USD, Router

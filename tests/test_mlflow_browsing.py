@@ -16,7 +16,7 @@ from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
 from evoforge.flows.cli import main
 from evoforge.flows.prepare import with_workspace
-from evoforge.infra.config import load_config
+from evoforge.infra.config_load import load_config
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.llm_traces import recording, trace_spans
 from evoforge.infra.nodes import EVALUATED

@@ -10,7 +10,8 @@ import yaml
 from pydantic import BaseModel
 
 from evoforge.flows.cli import build_parser, main
-from evoforge.infra.config import RunConfig, load_config
+from evoforge.infra.config import RunConfig
+from evoforge.infra.config_load import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()

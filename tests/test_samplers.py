@@ -11,13 +11,15 @@ from collections import Counter
 import pytest
 
 from evoforge.flows.bench_cli import add_bench_parser, run_bench
-from evoforge.infra.config import ConfigError, SearchConfig, load_config
+from evoforge.infra.config import ConfigError, SearchConfig
+from evoforge.infra.config_load import load_config
 from evoforge.infra.nodes import EVALUATED, FAILED, SPECULATIVE, Node
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample import ParentSampler, make_sampler, rebuild_sampler, sampler_names
 from evoforge.stages.sample.credit import DescendantCredit
 from evoforge.stages.sample.greedy import GreedySampler
 from evoforge.stages.sample.islands import IslandsSampler
+from evoforge.stages.sample.latest import LatestSampler
 from evoforge.stages.sample.map_elites import MapElitesSampler
 from evoforge.stages.sample.pareto import ParetoSampler
 from evoforge.stages.sample.ucb1 import UCB1Sampler
@@ -64,7 +66,8 @@ def cfg(**kw) -> SearchConfig:
 def test_every_policy_is_selectable_by_config(tmp_path):
     path = tmp_path / "c.yaml"
     classes = {"greedy": GreedySampler, "uniform": UniformSampler, "ucb1": UCB1Sampler,
-               "map_elites": MapElitesSampler, "islands": IslandsSampler, "pareto": ParetoSampler}
+               "map_elites": MapElitesSampler, "islands": IslandsSampler, "pareto": ParetoSampler,
+               "latest": LatestSampler}
     assert set(sampler_names()) == set(classes)
     for name, cls in classes.items():
         path.write_text(f"search:\n  sampler: {name}\n")

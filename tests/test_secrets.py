@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evoforge.infra.config import load_config
+from evoforge.infra.config_load import load_config
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED
 from tests.helpers import cli_env, read_nodes, run_cli
