@@ -33,6 +33,7 @@ from typing import Any
 
 from evoforge.evaluators.cases import CaseOutcome, CaseResult
 from evoforge.evaluators.task import EVALUATOR, Task, TaskError
+from evoforge.evaluators.task_model_cache import CaseCache
 from evoforge.evaluators.task_model_client import (
     TaskModelClient,
     TaskModelUsage,
@@ -86,7 +87,7 @@ class TaskChannel(TaskModelClient):
         super().__init__(backend, concurrency=concurrency, max_tokens=max_tokens, temperature=temperature,
                          prices=prices)
         self.module = module
-        self._cache: dict[tuple[str, str], tuple[str, float, str]] = {}
+        self.cache = CaseCache()  # outputs by (artifact hash, case): no case paid twice
 
     async def evaluate(self, artifact: str, order: list[str],
                        on_case: Callable[[CaseResult], bool] | None = None) -> CaseOutcome:
@@ -125,12 +126,12 @@ class TaskChannel(TaskModelClient):
 
     def trace(self, artifact: str, case_id: str) -> tuple[str, float, str] | None:
         """(output, score, feedback) of `artifact` on a case it has run (None: not run, or failed)."""
-        return self._cache.get((hashlib.sha256(artifact.encode()).hexdigest(), case_id))
+        return self.cache.get(hashlib.sha256(artifact.encode()).hexdigest(), case_id)
 
     async def _case(self, artifact: str, key: str, case_id: str, usage: TaskModelUsage
                     ) -> tuple[float, str, str | None]:
         """(score, feedback, failure reason) of one case; served from the cache when it has it."""
-        cached = self._cache.get((key, case_id))
+        cached = self.cache.get(key, case_id)
         if cached is not None:
             usage.cached += 1
             _, score, note = cached
@@ -159,7 +160,7 @@ class TaskChannel(TaskModelClient):
         except Exception as exc:  # the task's metric/feedback: as run()'s
             log.warning("task model case %s: metric() or feedback() raised", case_id, exc_info=True)
             return 0.0, f"metric() or feedback() raised {type(exc).__name__}: {exc}", None
-        self._cache[(key, case_id)] = (output, score, note)
+        self.cache.put(key, case_id, (output, score, note))
         return score, note, None
 
 

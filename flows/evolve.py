@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from prefect import flow
@@ -20,7 +21,8 @@ from evoforge.evaluators.cases import list_cases
 from evoforge.evaluators.fitness import reported_error
 from evoforge.evaluators.sandbox import describe_isolation
 from evoforge.evaluators.task import TaskError
-from evoforge.evaluators.task_model import TaskChannel, attach_channel
+from evoforge.evaluators.task_model import TaskChannel, TaskModelUsage, attach_channel
+from evoforge.evaluators.task_model_cache import CACHE_FILE
 from evoforge.evaluators.warm import WARM
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
@@ -40,7 +42,7 @@ from evoforge.flows.snapshot import after_close, build_snapshot
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.task_runners import runner_environment, task_runner_for
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
-from evoforge.infra.runfiles import write_atomic
+from evoforge.infra.runfiles import read_json, write_atomic
 from evoforge.stages.evaluation.prefect_tasks import TaskEvaluations
 from evoforge.stages.evaluation.slots import SlottedEvaluations
 from evoforge.stages.pipeline.pipeline import Pipeline
@@ -136,6 +138,18 @@ async def run_prepared(prepared: Prepared) -> dict[str, Any]:
         token.var.reset(token)
 
 
+def resume_task_model(channel: TaskChannel, run_dir: Path) -> None:
+    """Keep the task model's outputs in the run folder, and take over what earlier sessions of the
+    run left: their outputs (no case paid twice) and their usage (the run's totals in status)."""
+    loaded = channel.cache.open(run_dir / CACHE_FILE)
+    earlier = (read_json(run_dir / "status.json") or {}).get("task_model")
+    if isinstance(earlier, dict):
+        channel.usage.add(TaskModelUsage(**{k: v for k, v in earlier.items()
+                                            if k in TaskModelUsage.__dataclass_fields__}))
+    if loaded or earlier:
+        log.info("task model: %d outputs of earlier sessions cached; their usage %s", loaded, earlier)
+
+
 @flow(name="evoforge-run", persist_result=False, flow_run_name=partial(name_from_parameter, "request"))
 async def evolution_run(request: RunRequest) -> dict[str, Any]:
     """Evolve the task's program until the budget is spent; returns the final status."""
@@ -154,10 +168,14 @@ async def evolution_run(request: RunRequest) -> dict[str, Any]:
     handler = attach_run_log(session.paths.log)
     api_log = attach_prefect_log()  # evoforge's INFO lines in the flow run's Logs tab
     try:
+        if isinstance(prepared.task_model, TaskChannel):
+            resume_task_model(prepared.task_model, prepared.run_dir)
         await rename_flow_run(run_name(task.name, session.ctx.run_id))  # a new folder has its id now
         await crash_abandoned_runs(request.run_dir)  # flow runs of killed sessions: CRASHED, not RUNNING
         return await _run_session(session, prepared)
     finally:
+        if isinstance(prepared.task_model, TaskChannel):
+            prepared.task_model.cache.close()
         await detach_prefect_log(api_log)
         detach_run_log(handler)
 
