@@ -41,6 +41,7 @@ from evoforge.evaluators.task_model_client import (
     client_of,
 )
 from evoforge.infra.config import ModelPrice
+from evoforge.infra.llm.circuit import LLMOutage
 from evoforge.infra.llm.types import LLMBackend, LLMError
 
 __all__ = ["FEEDBACK_ARTIFACT", "SPLITS", "TaskChannel", "TaskModelUsage", "TaskModule", "attach_channel",
@@ -147,6 +148,8 @@ class TaskChannel(TaskModelClient):
         except LLMError as exc:
             usage.failed += 1
             return 0.0, f"task model call failed: {exc}", str(exc)
+        except LLMOutage:  # down past llm.circuit.give_up_s: the run stops (resumable), no case is blamed
+            raise
         except Exception as exc:  # the task's run(): scored 0, the reason on the node, traceback logged
             log.warning("task model case %s: run() raised", case_id, exc_info=True)
             usage.failed += 1

@@ -31,6 +31,7 @@ from typing import Any
 
 from evoforge.evaluators.task import Task
 from evoforge.evaluators.task_model_client import TaskModelClient, TaskModelUsage, client_of
+from evoforge.infra.llm.circuit import LLMOutage
 from evoforge.infra.llm.types import LLMError
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,10 @@ class TaskModelLink:
         except TimeoutError:
             self.usage.failed += 1
             reply = {"id": number, "error": f"task model call {late}"}
+        except LLMOutage as exc:  # down past give_up_s (the engine paused the run): the evaluation decides
+            log.error("task model down: a sandboxed call gets an error (%s)", exc)
+            self.usage.failed += 1
+            reply = {"id": number, "error": f"task model down: {exc}"}
         await self._reply(reply)
 
     async def _reply(self, reply: dict[str, Any]) -> None:

@@ -33,6 +33,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from evoforge.evaluators.task_model_client import client_of
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
 from evoforge.flows.head import Head
@@ -84,7 +85,8 @@ class Engine:
         self._background: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         ctx.release = self._release
-        self.breakers = Breakers(circuits_of(ctx.llm))  # paused: no new item is drawn
+        task_model = client_of(ctx.task)  # its own endpoint down pauses the run too
+        self.breakers = Breakers(circuits_of(ctx.llm), circuits_of(task_model.backend) if task_model else ())
         self.breakers.listen(self._wake)
 
     def _design_path(self) -> list[StagePool]:

@@ -232,3 +232,25 @@ def test_the_simulator_takes_its_fault_options_from_the_command_line():
                                down_after=3, down_for=math.inf)
     with pytest.raises(ValueError, match="down-for must be more than 0"):
         config_from_args(parser.parse_args(["--down-after", "3", "--down-for", "0"]))
+
+
+@pytest.mark.slow
+def test_a_task_model_on_its_own_endpoint_that_goes_down_pauses_the_run_and_fails_no_case(tmp_path):
+    # the proposer answers throughout; the task model's server (task_model.llm) is down for 2 s
+    proposer = SimConfig(median_s=0.01, sigma=0.2, slots=16, seed=3)
+    model = SimConfig(median_s=0.01, sigma=0.2, slots=16, seed=4, down_after=60, down_for=2.0)
+    with SimulatorProcess(proposer) as sim, SimulatorProcess(model) as task_llm:
+        config = tmp_path / "c.yaml"
+        config.write_text((CONFIG % {"failures": 3, "give_up": 120.0})
+                          + f"task_model:\n  llm: {{base_url: {task_llm.base_url}}}\n")
+        run_dir = tmp_path / "run"
+        code = main(["run", "house_style", "--run-dir", str(run_dir), "--workspace", str(tmp_path / "ws"),
+                     "--max-evals", "8", "--seed", "3", "--quiet", "--no-mlflow", "--config", str(config),
+                     "--llm-base-url", sim.base_url])
+        stats = task_llm.stats()
+    assert code == 0
+    status = read_status(run_dir)
+    assert stats["outages"] == 1 and stats["errors"]["down"] >= 3  # the task model was down, and asked
+    assert status["llm_pauses"] >= 1 and status["llm_paused_s"] > 0 and status["llm_circuit"] == CLOSED
+    assert status["evaluations"] == 8 and status["task_model"]["failed"] == 0  # no case blamed for it
+    assert all("task model call failed" not in (n.error or "") for n in read_nodes(run_dir))

@@ -18,9 +18,9 @@ pytestmark = pytest.mark.slow
 
 
 def _run(tmp_path, sim, evals: int) -> int:
-    return main(["run", "house_style", "--run-dir", str(tmp_path / "run"), "--workspace", str(tmp_path / "ws"),
-                 "--llm-base-url", sim.base_url, "--max-evals", str(evals), "--workers", "research=4,engineer=2",
-                 "--seed", "1", "--quiet", "--no-mlflow"])
+    return main(["run", "house_style", "--run-dir", str(tmp_path / "run"), "--workspace",
+                 str(tmp_path / "ws"), "--llm-base-url", sim.base_url, "--max-evals", str(evals),
+                 "--workers", "research=4,engineer=2", "--seed", "1", "--quiet", "--no-mlflow"])
 
 
 def test_a_resumed_run_reads_the_outputs_back_and_counts_every_session(tmp_path):

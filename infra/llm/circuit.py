@@ -213,11 +213,14 @@ class Circuit:
 
 
 class Breakers:
-    """A run's circuits seen together: the run is paused while every endpoint's circuit is open
-    (with several endpoints, calls go to the ones that answer)."""
+    """A run's circuits seen together: the run is paused while every endpoint's circuit of one
+    group is open (with several endpoints, calls go to the ones that answer). The proposer's
+    endpoints are a group; a task model on other endpoints (`task_model.llm`) is another, so that
+    a run whose task model is down draws no new item either."""
 
-    def __init__(self, circuits: Sequence[Circuit] = ()) -> None:
-        self.circuits = list(circuits)
+    def __init__(self, circuits: Sequence[Circuit] = (), *more: Sequence[Circuit]) -> None:
+        self.groups = [list(group) for group in (circuits, *more) if group]
+        self.circuits = list(dict.fromkeys(c for group in self.groups for c in group))
         self.pauses = 0  # times the run paused
         self._paused_since: float | None = None
         self._paused_s = 0.0
@@ -227,8 +230,8 @@ class Breakers:
 
     @property
     def paused(self) -> bool:
-        """True while no endpoint is closed: no new LLM work may start."""
-        return bool(self.circuits) and all(c.state != CLOSED for c in self.circuits)
+        """True while no endpoint of a group is closed: no new LLM work may start."""
+        return any(all(c.state != CLOSED for c in group) for group in self.groups)
 
     def listen(self, callback: Callable[[], None]) -> None:
         """Call `callback` whenever a circuit opens or closes."""
