@@ -307,18 +307,21 @@ class Engine:
             return (self._stopping() or pool.retiring > 0 or pool.waiting > 0
                     or (pool is self.entry and not self.breakers.paused and self.policy.may_issue(self)))
 
-        await self._until(ready)
-        if self._stopping():
-            return None
-        if pool.retiring > 0:
-            pool.retiring -= 1
-            return None
-        if pool.waiting > 0:
-            return pool.queue.popleft()
-        item = draw_item(self.ctx)  # sampling: an error here is the engine's, hence fatal
-        self.policy.on_issued(self)
-        self.in_flight[id(item)] = item
-        return item
+        while True:
+            await self._until(ready)
+            if self._stopping():
+                return None
+            if pool.retiring > 0:
+                pool.retiring -= 1
+                return None
+            if pool.waiting > 0:
+                return pool.queue.popleft()
+            item = draw_item(self.ctx)  # sampling: an error here is the engine's, hence fatal
+            self.policy.on_issued(self)
+            self.in_flight[id(item)] = item
+            if not pool.stage.skips(item, self.ctx):
+                return item
+            self.send(item, self.routes[pool.name], from_stage=None)  # the entry has nothing to do for it
 
     async def _worker(self, pool: StagePool) -> None:
         while (item := await self._take(pool)) is not None:

@@ -86,6 +86,10 @@ def test_gepa_merges_two_front_members_and_gates_the_merge_against_the_better(tm
     kind = load_task("house_style").artifact
     merges = [n for n in nodes if MergeData.peek(n).ours]
     assert len(merges) >= 3
+    # every 3rd item drawn reaches the merge stage (the others go straight to the rollout); an item
+    # that finds no partner goes on to the rollout as well
+    drawn = status["rollout_finished"] + len(merges)
+    assert abs(status["merge_finished"] - drawn / 3) <= 2, (status["merge_finished"], drawn)
     pairs = [tuple(sorted((MergeData.peek(n).ours, MergeData.peek(n).theirs))) for n in merges]
     assert len(set(pairs)) == len(pairs)  # a pair is merged once
     for node in merges:
