@@ -14,19 +14,16 @@ and the tokens (proposer and task model, the final test pass included) per evalu
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="evoforge-bench-prefect-"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-from task_model_run import Run, mean, reached, run_task  # noqa: E402
+from task_model_run import Run, finish, mean, reached, run_grid, run_task  # noqa: E402
 
 from evoforge.infra.llm_sim.process import SimulatorProcess  # noqa: E402
-from evoforge.infra.llm_sim.server import SimConfig  # noqa: E402
 from evoforge.infra.nodes import Status  # noqa: E402
 from evoforge.stages.gate import GateData  # noqa: E402
 from evoforge.stages.merge import MergeData  # noqa: E402
@@ -85,17 +82,9 @@ def main_bench() -> None:
     parser.add_argument("--target", type=float, default=1.0, help="the val score to reach")
     parser.add_argument("--json", type=Path, default=Path("bench/out/gepa_merge.json"))
     args = parser.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="evoforge-merge-") as tmp, SimulatorProcess(
-            SimConfig(median_s=args.median, sigma=0.6, slots=8, seed=1)) as sim:
-        for seed in range(args.seeds):
-            for every in [0, *(int(e) for e in args.every.split(","))]:
-                rows.append(one_run(every, seed, args, Path(tmp), sim))
-                print(json.dumps(rows[-1]), flush=True)
-    print(summary(rows, args.target))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(rows, indent=2))
-    sys.exit(max(r["exit"] for r in rows))
+    rows = run_grid("evoforge-merge-", args.median, args.seeds, [0, *(int(e) for e in args.every.split(","))],
+                    lambda every, seed, root, sim: one_run(every, seed, args, root, sim))
+    finish(rows, summary(rows, args.target), args.json)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ newer one, and the online score.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,10 +23,9 @@ from typing import Any
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="evoforge-bench-prefect-"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
-from task_model_run import mean, reached, run_task  # noqa: E402
+from task_model_run import finish, mean, reached, run_grid, run_task  # noqa: E402
 
 from evoforge.infra.llm_sim.process import SimulatorProcess  # noqa: E402
-from evoforge.infra.llm_sim.server import SimConfig  # noqa: E402
 from evoforge.stages.curator import CuratorData  # noqa: E402
 
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {  # name -> (algorithm, config)
@@ -83,17 +80,9 @@ def main_bench() -> None:
     parser.add_argument("--configs", default=",".join(CONFIGS))
     parser.add_argument("--json", type=Path, default=Path("bench/out/playbook_algorithms.json"))
     args = parser.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="evoforge-playbook-") as tmp, SimulatorProcess(
-            SimConfig(median_s=args.median, sigma=0.6, slots=8, seed=1)) as sim:
-        for seed in range(args.seeds):
-            for name in args.configs.split(","):
-                rows.append(one_run(name, seed, args, Path(tmp), sim))
-                print(json.dumps(rows[-1]), flush=True)
-    print(summary(rows, args.threshold))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(rows, indent=2))
-    sys.exit(max(r["exit"] for r in rows))
+    rows = run_grid("evoforge-playbook-", args.median, args.seeds, args.configs.split(","),
+                    lambda name, seed, root, sim: one_run(name, seed, args, root, sim))
+    finish(rows, summary(rows, args.threshold), args.json)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 from evoforge.flows.cli import main  # noqa: E402
 from evoforge.infra.llm_sim.process import SimulatorProcess  # noqa: E402
+from evoforge.infra.llm_sim.server import SimConfig  # noqa: E402
 from evoforge.infra.nodes import Node  # noqa: E402
 from evoforge.infra.nodestore import FinalScore, NodeStore  # noqa: E402
 
@@ -98,3 +101,25 @@ def reached(values: list[int | None]) -> str:
     if not known:
         return f"not reached (0/{len(values)})"
     return f"{statistics.mean(known):.1f} ({len(known)}/{len(values)})"
+
+
+def run_grid(prefix: str, median_s: float, seeds: int, variants: list[Any],
+             one_run: Callable[[Any, int, Path, SimulatorProcess], dict]) -> list[dict]:
+    """`one_run(variant, seed, root, sim)` for every seed and variant, on one simulator (median
+    latency `median_s`, 8 requests at once), each row printed as it comes."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp, SimulatorProcess(
+            SimConfig(median_s=median_s, sigma=0.6, slots=8, seed=1)) as sim:
+        for seed in range(seeds):
+            for variant in variants:
+                rows.append(one_run(variant, seed, Path(tmp), sim))
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def finish(rows: list[dict], table: str, path: Path) -> None:
+    """Print the table, keep the rows as JSON in `path`, exit with the worst run's code."""
+    print(table)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, indent=2))
+    sys.exit(max(r["exit"] for r in rows))

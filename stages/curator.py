@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from evoforge.infra.artifacts.playbook import tag_bullets
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.node_data import NodeData
-from evoforge.infra.nodes import PROPOSED
+from evoforge.infra.nodes import PROPOSED, Node
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.stage import StageResult
 from evoforge.stages.population.item import Item
@@ -56,18 +56,26 @@ class Curator(Research):
         data = CuratorData.of(node)
         base = item.parent
         newest = ctx.pool.nodes[-1] if ctx.pool.nodes else base
-        if newest.id != base.id and isinstance(result.updates.answer, str):
-            try:
-                node.code = ctx.task.artifact.apply(newest.code, result.updates.answer).code
-            except EditError:
-                pass  # it stays on the playbook it was generated on
-            else:  # as reflection re-bases an item (stages/reflect.py): a new parent, this version
-                data.rebased_from, node.parent_id, node.pool_version = base.id, newest.id, ctx.pool.v
-                base = newest
-                result = replace(result, updates=replace(result.updates, parent=newest, v_i=ctx.pool.v,
-                                                         tainted_by=None))
+        rebased = _applied_on(newest, result.updates.answer, ctx) if newest.id != base.id else None
+        if rebased is not None:  # as reflection re-bases an item (stages/reflect.py): a new parent
+            node.code = rebased
+            data.rebased_from, node.parent_id, node.pool_version = base.id, newest.id, ctx.pool.v
+            base = newest
+            result = replace(result, updates=replace(result.updates, parent=newest, v_i=ctx.pool.v,
+                                                     tainted_by=None))
         if reflected.tags:
             node.code, merged = tag_bullets(node.code, [(i, t) for i, t in reflected.tags])
             data.tags_merged, data.tags_dropped = merged, len(reflected.tags) - merged
         node.diff = ctx.task.artifact.diff(base.code, node.code)
         return result
+
+
+def _applied_on(newest: Node, answer: object, ctx: StageContext) -> str | None:
+    """The curator's answer applied to the newest playbook, or None when it does not apply there
+    (then the delta stays on the playbook it was generated on)."""
+    if not isinstance(answer, str):
+        return None
+    try:
+        return ctx.task.artifact.apply(newest.code, answer).code
+    except EditError:
+        return None
