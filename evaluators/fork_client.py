@@ -169,8 +169,8 @@ class ForkServer:
         mine.settimeout(_START_TIMEOUT_S)
         try:
             mine.send(json.dumps({"preload": self.preload, "precompile": [str(self.root / EVALUATOR)],
-                                  "cgroup_parent": str(self.cgroup_parent) if self.cgroup_parent else None
-                                  }).encode())
+                                  "cgroup_parent": str(self.cgroup_parent) if self.cgroup_parent else None,
+                                  "userns": isolation.availability().kind == "userns"}).encode())
             data = mine.recv(MAX_MESSAGE)
         except OSError as exc:
             self.close()

@@ -17,9 +17,14 @@ a reply socket, the child's stdout, stderr and result pipe, its end of the task-
 ``cgroup.procs`` when the client made one. With a ``cgroup_parent`` the server keeps a *spare*:
 a child forked ahead, already in its own session and in a fresh pids cgroup (joining one waits
 ~8 ms for an RCU grace period, better spent idle), which takes the next request; otherwise it
-forks a child per request. Either way the child confines itself exactly as the cold sandbox's
-``preexec_fn`` does (its session, the cgroup, namespaces and the dedicated uid, rlimits, death
-with the server), takes a scrubbed environment and runs ``harness.main`` in-process. The reply
+forks a child per request; a client whose children run in their own user namespace says
+``"userns": true`` in its first message, and the server then makes each child (and spare) with
+one raw ``clone`` straight into its namespaces, pid 1 of its own pid namespace, the server its
+parent (no middle process: userns.py). Either way the child confines itself exactly as the cold
+sandbox's ``preexec_fn`` does (its session, the cgroup, namespaces and the dedicated uid, rlimits, death
+with the server; in its own user namespace it forks once more, the candidate pid 1 of its own
+pid namespace and the server's child mirroring its exit), takes a scrubbed environment and runs
+``harness.main`` in-process. The reply
 socket gets ``{"pid": N, "cgroup": path or null}`` at once and ``{"exit": code}`` (negative:
 killed by that signal) when the child is reaped, or ``{"error": ...}`` when it could not be
 started.
@@ -42,7 +47,8 @@ import sys
 import traceback
 
 from evoforge.evaluators import harness
-from evoforge.evaluators.isolation import IsolationPlan, confine
+from evoforge.evaluators.isolation import confine, plan_from_json
+from evoforge.evaluators.userns import clone_into_namespaces
 
 RESULT_FD = 3  # the result pipe's number in a child
 TASK_MODEL_FD = 4  # the task-model link's number in a child that has one
@@ -75,7 +81,8 @@ def serve(control_fd: int, compat_dir: str) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so the wakeup fd hears SIGCHLD
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    server = _Server((message or {}).get("cgroup_parent"), [compat_dir, *base_path])
+    server = _Server((message or {}).get("cgroup_parent"), [compat_dir, *base_path],
+                     bool((message or {}).get("userns")))
     selector = selectors.DefaultSelector()
     selector.register(control, selectors.EVENT_READ)
     selector.register(wake_r, selectors.EVENT_READ)
@@ -99,17 +106,18 @@ def serve(control_fd: int, compat_dir: str) -> None:
 
 class _Spare:
     """A child forked ahead of its request, already in its own session and pids cgroup (moving
-    a process into a cgroup waits for an RCU grace period, ~8 ms, better spent idle)."""
+    a process into a cgroup waits for an RCU grace period, ~8 ms, better spent idle), or, for a
+    client whose children run in their own user namespace, cloned into its namespaces."""
 
-    def __init__(self, pid: int, go: socket.socket, cgroup: str | None) -> None:
-        self.pid, self.go, self.cgroup = pid, go, cgroup
+    def __init__(self, pid: int, go: socket.socket, cgroup: str | None, cloned: bool) -> None:
+        self.pid, self.go, self.cgroup, self.cloned = pid, go, cgroup, cloned
 
 
 class _Server:
     """The children of a fork server: the one spare and those running, with their reply sockets."""
 
-    def __init__(self, cgroup_parent: str | None, sys_path: list[str]) -> None:
-        self.cgroup_parent, self.sys_path = cgroup_parent, sys_path
+    def __init__(self, cgroup_parent: str | None, sys_path: list[str], userns: bool = False) -> None:
+        self.cgroup_parent, self.sys_path, self.userns = cgroup_parent, sys_path, userns
         self.children: dict[int, int] = {}  # child pid -> its reply socket's descriptor
         self.spare: _Spare | None = None
         self.made = self.spare_deaths = 0
@@ -127,8 +135,9 @@ class _Server:
             except OSError as exc:  # said in the reply to the request that needed it
                 self.cgroup_error, cgroup = f"{cgroup}: {exc}", None
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        server = os.getpid()
         try:
-            pid = os.fork()
+            pid = clone_into_namespaces() if self.userns else os.fork()
         except OSError:
             mine.close()
             theirs.close()
@@ -136,9 +145,9 @@ class _Server:
             return
         if pid == 0:
             mine.close()  # so that the server's end closing (its death) is this spare's EOF
-            _wait_as_spare(theirs, cgroup, self.sys_path)  # never returns
+            _wait_as_spare(theirs, cgroup, self.sys_path, server, self.userns)  # never returns
         theirs.close()
-        self.spare = _Spare(pid, mine, cgroup)
+        self.spare = _Spare(pid, mine, cgroup, self.userns)
 
     def start(self, request: dict, fds: list[int]) -> None:
         """Hand the request to the spare (or fork a child for it) and tell the client its pid.
@@ -149,6 +158,10 @@ class _Server:
         if not client_cgroup and self.cgroup_parent:
             self.prepare_spare()
         spare, self.spare = self.spare, None
+        cloned = (request.get("plan") or {}).get("kind") == "userns"  # its own user namespace
+        if spare is not None and spare.cloned != cloned:  # made for the other kind of request
+            self._discard(spare)
+            spare = None
         if not client_cgroup and self.cgroup_parent and (spare is None or spare.cgroup is None):
             if spare is not None:
                 self._discard(spare)
@@ -174,14 +187,15 @@ class _Server:
             return
         if spare is not None:
             self._discard(spare)
+        server = os.getpid()
         try:
-            pid = os.fork()
+            pid = clone_into_namespaces() if cloned else os.fork()
         except OSError as exc:
             _send(reply, {"error": f"fork failed: {exc}"})
             _close(fds)
             return
         if pid == 0:
-            _child(request, passed, self.sys_path)  # never returns
+            _child(request, passed, self.sys_path, server, cloned)  # never returns
         _close(passed)
         self.children[pid] = reply
         _send(reply, {"pid": pid, "cgroup": None})
@@ -218,7 +232,8 @@ class _Server:
             self._discard(self.spare)
 
 
-def _wait_as_spare(go: socket.socket, cgroup: str | None, sys_path: list[str]) -> None:
+def _wait_as_spare(go: socket.socket, cgroup: str | None, sys_path: list[str], server: int,
+                   cloned: bool) -> None:
     """In a spare: its own session and cgroup now, then wait for the request (EOF: exit)."""
     try:
         os.setsid()
@@ -232,7 +247,7 @@ def _wait_as_spare(go: socket.socket, cgroup: str | None, sys_path: list[str]) -
         os._exit(_SETUP_FAILED)
     if request is None:
         os._exit(0)
-    _child(request, fds, sys_path)
+    _child(request, fds, sys_path, server, cloned)
 
 
 def _close(fds: list[int]) -> None:
@@ -284,9 +299,9 @@ def _send(sock: socket.socket | int, message: dict) -> None:
         sock.send(data)
 
 
-def _child(request: dict, fds: list[int], sys_path: list[str]) -> None:
-    """Confine this forked process as the cold sandbox confines its children, then run the harness."""
-    server = os.getppid()
+def _child(request: dict, fds: list[int], sys_path: list[str], server: int, cloned: bool = False) -> None:
+    """Confine this forked process as the cold sandbox confines its children, then run the harness
+    (``cloned``: it was made in its own namespaces, pid 1 there: userns.py)."""
     try:
         if os.getsid(0) != os.getpid():  # a spare is a session leader already
             os.setsid()
@@ -302,10 +317,10 @@ def _child(request: dict, fds: list[int], sys_path: list[str]) -> None:
         signal.set_wakeup_fd(-1)
         for signum in (signal.SIGCHLD, signal.SIGINT):
             signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
-        plan = IsolationPlan.from_json(request["plan"]) if request.get("plan") else None
+        plan = plan_from_json(request["plan"]) if request.get("plan") else None
         if plan is None:  # (a plan's isolation changes into the folder itself, after its mounts)
             os.chdir(request["workdir"])
-        confine(plan, request["rlimits"], server)
+        confine(plan, request["rlimits"], server, cloned)
         os.environ.clear()
         os.environ.update({**request["env"], "EVOFORGE_RESULT_FD": str(RESULT_FD)})
         if link:

@@ -1,8 +1,11 @@
-"""Isolate a sandboxed child from the host: a dedicated uid, no network, a read-only filesystem.
+"""Isolate a sandboxed child from the host: as root, a dedicated uid; otherwise, namespaces.
 
-When evoforge runs as root on Linux, every evaluation's child is started in its own mount and
-network namespaces and then drops to a dedicated unprivileged uid (one per concurrent
-evaluation, from ``uid_base``) before it execs:
+``availability()`` probes once per process which *kind* of isolation this host gives, and the
+sandbox uses the strongest: ``root-uid`` > ``userns`` > ``none``.
+
+When evoforge runs as root on Linux (``root-uid``), every evaluation's child is started in its
+own mount and network namespaces and then drops to a dedicated unprivileged uid (one per
+concurrent evaluation, from ``uid_base``) before it execs:
 
 - **network**: a fresh network namespace has only a downed loopback, so ``connect`` to any
   address, the host's LLM server included, fails with "Network is unreachable";
@@ -13,21 +16,23 @@ evaluation, from ``uid_base``) before it execs:
 - **processes**: as that uid the child can neither read other processes' ``/proc/*/environ``
   nor signal them (the orchestrator included), and RLIMIT_NPROC counts only its own processes.
 
-Where any of this is unavailable (not root, no CAP_SYS_ADMIN, an interpreter the uid cannot
-run) a probe finds out once per process, the sandbox falls back to what it had before (rlimits,
-scrubbed environment, own process group) and ``describe()`` says so, for ``evoforge status``.
+As an ordinary user (``userns``, userns.py) the child makes its own user, mount, network, IPC
+and pid namespaces instead: the same read-only filesystem and no network, the user's private
+places covered, and the candidate pid 1 of a pid namespace with its own ``/proc``. Where neither
+works (``none``: the kernel forbids user namespaces, not Linux, ...) the sandbox falls back to
+rlimits, a scrubbed environment and its own process group, ``Availability.missing`` says what is
+missing and how to get it, and the run says so in one line at start (isolation_notice.py).
 Example::
 
-    if availability().isolated:           # probed once per process
+    if availability().kind == "root-uid":  # probed once per process
         uid, owned = UIDS.take()
         hand_over(workdir, uid)
-        plan = plan_for(workdir, uid)     # then plan.apply_in_child() between fork and exec
+        plan = plan_for(workdir, uid)     # then confine(plan, rlimits, parent) between fork and exec
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import logging
 import os
@@ -44,52 +49,60 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from evoforge.evaluators import userns, userns_exec
+from evoforge.evaluators.mounts import (
+    LIBC,
+    MS,
+    MS_BIND,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    Cover,
+    IsolationError,
+    Mount,
+    apply_cover,
+    call,
+    current_mounts,
+    mount,
+    needed_paths,
+    outermost,
+)
+from evoforge.evaluators.scratch import ScratchError, scratch_root
+from evoforge.evaluators.userns import UsernsPlan
+
+__all__ = ["UID_BASE", "UID_COUNT", "UIDS", "Availability", "IsolationError", "IsolationPlan", "Plan",
+           "ScratchError", "UsernsPlan", "availability", "confine", "hand_over", "kill_uid", "plan_for",
+           "plan_from_json", "scratch_root", "uid_processes"]
+
 log = logging.getLogger(__name__)
 
 UID_BASE = 57000  # a dedicated range: uid/gid UID_BASE .. UID_BASE + UID_COUNT - 1
 UID_COUNT = 128
-_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
-_MS = {"ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "nodiratime": 2048,
-       "relatime": 1 << 21, "strictatime": 1 << 24}
-_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
 _SHM_OPTIONS = b"mode=1777,size=64m"
-_SCRATCH_TMPFS = b"mode=0711,size=25%"  # the private directories' tmpfs (a quarter of the RAM at most)
-_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 _PR_SET_PDEATHSIG = 1
-
-
-class IsolationError(OSError):
-    """A namespace or mount call failed in the child (raised before exec)."""
-
-
-@dataclass(frozen=True)
-class _Mount:
-    path: str
-    flags: int  # the mount's own flags (nosuid, nodev, ...), kept when it is made read-only
-
-
-@dataclass(frozen=True)
-class _Cover:
-    """A directory the uid may not enter, covered by a tmpfs that exposes only ``expose``."""
-
-    directory: str
-    expose: tuple[str, ...]
+_SETUP_FAILED = 126  # the probe's child could not isolate itself (why: its stderr)
+_NO_USERNS = "unprivileged user namespaces are disabled"
+_NO_USERNS_FIX = ("sysctl -w kernel.unprivileged_userns_clone=1, "
+                  "kernel.apparmor_restrict_unprivileged_userns=0 or user.max_user_namespaces=15000, "
+                  "or run as root")
 
 
 @dataclass(frozen=True)
 class IsolationPlan:
-    """What the child does between fork and exec to isolate itself (see the module doc)."""
+    """What a child isolated as root does between fork and exec (see the module doc)."""
 
     uid: int
     workdir: str
-    mounts: tuple[_Mount, ...]
-    covers: tuple[_Cover, ...]
+    mounts: tuple[Mount, ...]
+    covers: tuple[Cover, ...]
+    kind = "root-uid"
 
     def to_json(self) -> dict:
         """The plan as JSON-able data, for a fork server to apply in its children."""
-        return {"uid": self.uid, "workdir": self.workdir,
+        return {"kind": self.kind, "uid": self.uid, "workdir": self.workdir,
                 "mounts": [[m.path, m.flags] for m in self.mounts],
                 "covers": [[c.directory, list(c.expose)] for c in self.covers]}
 
@@ -97,87 +110,54 @@ class IsolationPlan:
     def from_json(cls, data: dict) -> IsolationPlan:
         """The plan ``to_json`` wrote."""
         return cls(uid=int(data["uid"]), workdir=str(data["workdir"]),
-                   mounts=tuple(_Mount(str(p), int(f)) for p, f in data["mounts"]),
-                   covers=tuple(_Cover(str(d), tuple(map(str, e))) for d, e in data["covers"]))
+                   mounts=tuple(Mount(str(p), int(f)) for p, f in data["mounts"]),
+                   covers=tuple(Cover(str(d), tuple(map(str, e))) for d, e in data["covers"]))
 
-    def apply_in_child(self) -> None:
-        """Namespaces, read-only mounts, then the dedicated uid; raises IsolationError."""
-        _call("unshare", _LIBC.unshare(_CLONE_NEWNS | _CLONE_NEWNET))
-        _mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE)
-        _mount(self.workdir.encode(), self.workdir.encode(), None, _MS_BIND | _MS_REC)
-        for mount in self.mounts:  # the workdir's own bind is not in the list: it stays writable
-            _mount(None, mount.path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | mount.flags)
-        _mount(b"tmpfs", b"/dev/shm", b"tmpfs", _MS["nosuid"] | _MS["nodev"], _SHM_OPTIONS)
+    def apply_in_child(self, parent: int, cloned: bool = False) -> bool:
+        """Namespaces, read-only mounts, then the dedicated uid; raises IsolationError. False:
+        the process stays its starter's child (``parent`` is for the caller to watch; never
+        ``cloned``: a root child is forked plainly)."""
+        call("unshare", LIBC.unshare(_CLONE_NEWNS | _CLONE_NEWNET))
+        mount(b"none", b"/", None, MS_REC | MS_PRIVATE)
+        mount(self.workdir.encode(), self.workdir.encode(), None, MS_BIND | MS_REC)
+        for one in self.mounts:  # the workdir's own bind is not in the list: it stays writable
+            mount(None, one.path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | one.flags)
+        mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS["nosuid"] | MS["nodev"], _SHM_OPTIONS)
         for cover in self.covers:
-            _apply_cover(cover)
+            apply_cover(cover)
         os.chdir(self.workdir)  # the cwd set before this hook points at the read-only mount
         os.setgroups([])
         os.setgid(self.uid)
         os.setuid(self.uid)
+        return False
 
 
+Plan = IsolationPlan | UsernsPlan
 
-def confine(plan: IsolationPlan | None, rlimits: list[tuple[int, int, int]], parent: int) -> None:
+
+def plan_from_json(data: dict) -> Plan:
+    """A plan of either kind from its ``to_json``."""
+    if data.get("kind") == UsernsPlan.kind:
+        return UsernsPlan.from_json(data)
+    return IsolationPlan.from_json(data)
+
+
+def confine(plan: Plan | None, rlimits: list[tuple[int, int, int]], parent: int,
+            cloned: bool = False) -> None:
     """In a sandbox child that has joined its pids cgroup (cold: between fork and exec; warm: in
-    the fork server's child): isolate it (namespaces, then the dedicated uid), set its rlimits,
-    then make it die with ``parent`` (set last: a uid change clears it), dying now if ``parent``
-    is gone already: a child whose starter died (e.g. a Dask worker killed mid-evaluation) does
-    not live on as an orphan that nobody times out."""
-    if plan is not None:
-        plan.apply_in_child()
+    the fork server's child): isolate it (root: namespaces, then the dedicated uid; userns: its
+    namespaces, the candidate then pid 1 of its own), set its rlimits, then make it die with
+    ``parent`` (set last: a uid change clears it), dying now if ``parent`` is gone already: a
+    child whose starter died (e.g. a Dask worker killed mid-evaluation) does not live on as an
+    orphan that nobody times out. (A userns candidate is tied to its middle process already, or,
+    ``cloned`` into its namespaces by a fork server, to the server.)"""
+    tied = plan.apply_in_child(parent, cloned) if plan is not None else False
     for res, soft, hard in rlimits:
         resource.setrlimit(res, (soft, hard))
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if LIBC is not None and not tied:
+        LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the parent died before the line above
             os._exit(1)
-
-def _call(what: str, rc: int) -> None:
-    if rc != 0:
-        errno = ctypes.get_errno()
-        raise IsolationError(errno, f"{what}: {os.strerror(errno)}")
-
-
-def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int,
-           data: bytes | None = None) -> None:
-    _call(f"mount {target.decode(errors='replace')}", _LIBC.mount(source, target, fstype, flags, data))
-
-
-def _apply_cover(cover: _Cover) -> None:
-    """Cover ``cover.directory`` with a tmpfs and bind its exposed paths back, read-only."""
-    fds = [os.open(path, os.O_PATH | os.O_CLOEXEC) for path in cover.expose]
-    try:
-        _mount(b"tmpfs", cover.directory.encode(), b"tmpfs", _MS["nosuid"] | _MS["nodev"],
-               b"mode=0755,size=1m")
-        for path, fd in zip(cover.expose, fds, strict=True):
-            target = Path(path)
-            if os.path.isdir(f"/proc/self/fd/{fd}"):
-                target.mkdir(parents=True, exist_ok=True)
-            else:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.touch()
-            _mount(f"/proc/self/fd/{fd}".encode(), path.encode(), None, _MS_BIND | _MS_REC)
-            _mount(None, path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY)
-        _mount(None, cover.directory.encode(), None, _MS_REMOUNT | _MS_RDONLY | _MS["nosuid"] | _MS["nodev"])
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
-def _unescape(field: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as octal (``\\040``)."""
-    return field.encode().decode("unicode_escape").encode("latin-1").decode("utf-8", "replace")
-
-
-def _mounts() -> tuple[_Mount, ...]:
-    mounts = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        flags = 0
-        for option in fields[5].split(","):
-            flags |= _MS.get(option, 0) & ~_MS_RDONLY
-        mounts.append(_Mount(_unescape(fields[4]), flags))
-    return tuple(mounts)
 
 
 def _enterable(directory: Path) -> bool:
@@ -188,27 +168,15 @@ def _enterable(directory: Path) -> bool:
         return False
 
 
-def _needed_paths() -> list[Path]:
-    """What the child's Python needs to read: its prefixes, its import path, evoforge itself."""
-    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
-             Path(os.path.realpath(sys.executable)).parent, _PACKAGE_ROOT}
-    paths.update(Path(p) for p in sys.path if p and os.path.isabs(p))
-    return sorted(p.resolve() for p in paths if p.exists())
-
-
-def _covers(paths: list[Path]) -> tuple[_Cover, ...]:
+def closed_folder_covers(paths: list[Path]) -> tuple[Cover, ...]:
     """Group the paths behind an unenterable directory by that directory (the topmost one)."""
     by_dir: dict[Path, list[Path]] = {}
     for path in paths:
         blocked = next((a for a in reversed(path.parents) if a != Path("/") and not _enterable(a)), None)
         if blocked is not None:
             by_dir.setdefault(blocked, []).append(path)
-    covers = []
-    for directory, exposed in sorted(by_dir.items()):
-        kept = [p for p in exposed if not any(q != p and q in p.parents for q in exposed)]
-        covers.append(_Cover(str(directory), tuple(str(p) for p in kept)))
-    return tuple(covers)
-
+    return tuple(Cover(str(directory), tuple(map(str, outermost(exposed))))
+                 for directory, exposed in sorted(by_dir.items()))
 
 class _UidPool:
     """Hands out the dedicated uids, one per evaluation running at once on this machine.
@@ -258,53 +226,49 @@ UIDS = _UidPool(UID_BASE, UID_COUNT)
 
 @dataclass(frozen=True)
 class Availability:
-    """What this process can isolate, found once by a probe; ``reason`` when it cannot."""
+    """What this process can isolate, found once by a probe: its ``kind`` ("root-uid", "userns",
+    "none"), ``reason`` when it cannot, and ``missing``: one line per protection it lacks, each
+    saying how to get it (``evoforge doctor`` and the run's start show them)."""
 
     isolated: bool
     reason: str = ""
+    kind: str = "none"
+    missing: tuple[str, ...] = ()
 
     def describe(self) -> dict[str, str]:
         """The isolation in words, as ``evoforge status`` shows it."""
-        if not self.isolated:
-            return {"user": f"same as evoforge ({self.reason})", "network": "allowed",
-                    "filesystem": "writable where evoforge's user may write"}
-        return {"user": f"dedicated uid {UID_BASE}-{UID_BASE + UID_COUNT - 1}, one per evaluation",
-                "network": "denied (own network namespace)",
-                "filesystem": "read-only except its private directory (own mount namespace)"}
+        if self.kind == "root-uid":
+            return {"isolation": self.kind,
+                    "user": f"dedicated uid {UID_BASE}-{UID_BASE + UID_COUNT - 1}, one per evaluation",
+                    "network": "denied (own network namespace)",
+                    "filesystem": "read-only except its private directory (own mount namespace)",
+                    "processes": "out of reach (another uid)"}
+        if self.kind == "userns":
+            return {"isolation": self.kind,
+                    "user": "evoforge's own uid in its own user namespace, without capabilities",
+                    "network": "denied (own network namespace)",
+                    "filesystem": "read-only except its private directory; /tmp, $HOME and /run/user "
+                                  "hidden (own mount namespace)",
+                    "processes": "out of sight (own pid namespace, its own /proc)"}
+        return {"isolation": "none", "user": f"same as evoforge ({self.reason})", "network": "allowed",
+                "filesystem": "writable where evoforge's user may write",
+                "processes": "visible and signalable (same uid)"}
 
 
-def scratch_root() -> Path:
-    """Where isolated children's private directories live: a root-owned, enterable directory,
-    on a tmpfs as root (a disk's journal makes creating and deleting them cost milliseconds)."""
-    return _scratch_at(Path(tempfile.gettempdir()) / "evoforge-sandbox")
-
-
-@cache
-def _scratch_at(root: Path) -> Path:
-    root.mkdir(mode=0o711, exist_ok=True)
-    if _LIBC is not None and os.geteuid() == 0:
-        with open(root.parent / ".evoforge-sandbox.lock", "a") as lock:  # one mount, whoever comes first
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if not os.path.ismount(root):
-                try:
-                    _mount(b"tmpfs", str(root).encode(), b"tmpfs", _MS["nosuid"] | _MS["nodev"],
-                           _SCRATCH_TMPFS)
-                except IsolationError as exc:
-                    log.info("sandbox: private directories stay on %s's filesystem: %s", root, exc)
-    return root
-
-
-def plan_for(workdir: Path, uid: int, expose: tuple[str, ...] = ()) -> IsolationPlan:
-    """The isolation of one child in ``workdir`` running as ``uid``; ``expose``: more paths it
-    may read where it could not enter (e.g. a toolchain under ``/root``)."""
-    return IsolationPlan(uid=uid, workdir=str(workdir), mounts=_mounts(), covers=_covers_for(expose))
+def plan_for(workdir: Path, uid: int | None, expose: tuple[str, ...] = ()) -> Plan:
+    """The isolation of one child in ``workdir``: as the dedicated ``uid`` (root), or in its own
+    user namespace (``uid`` None); ``expose``: more paths it may read where it could not enter
+    (e.g. a toolchain under ``/root`` or ``$HOME``)."""
+    if uid is None:
+        return userns.plan_for(workdir, expose)
+    return IsolationPlan(uid=uid, workdir=str(workdir), mounts=current_mounts(), covers=_covers_for(expose))
 
 
 @cache
-def _covers_for(expose: tuple[str, ...]) -> tuple[_Cover, ...]:
+def _covers_for(expose: tuple[str, ...]) -> tuple[Cover, ...]:
     """The covers of a child that may read ``expose`` too (found once per process: a hot path)."""
     extra = [Path(p).expanduser().resolve() for p in expose if Path(p).expanduser().exists()]
-    return _covers(sorted(set(_needed_paths() + extra)))
+    return closed_folder_covers(sorted(set(needed_paths() + extra)))
 
 
 def hand_over(workdir: Path, uid: int) -> None:
@@ -341,34 +305,72 @@ def kill_uid(uid: int) -> int:
 
 @cache
 def availability() -> Availability:
-    """Probe once whether a child can be isolated here (root, namespaces, a reachable Python)."""
-    if _LIBC is None:
-        return Availability(False, "not Linux")
+    """Probe once which isolation a child gets here: root-uid, userns, or none (and why)."""
+    if LIBC is None:
+        return _unavailable("not Linux", "no network/filesystem/process isolation: not Linux")
     if os.geteuid() != 0:
-        return Availability(False, "not root: cannot switch to a dedicated uid")
+        return _userns_availability()
     taken = _users_in_range()
     if taken:
         return _unavailable(f"uids {UID_BASE}-{UID_BASE + UID_COUNT - 1} are not free: "
                             f"{', '.join(taken[:3])} in the user database")
-    workdir = Path(tempfile.mkdtemp(prefix="probe-", dir=scratch_root()))
     uid, own = UIDS.take()
     try:
-        hand_over(workdir, uid)
-        plan = plan_for(workdir, uid)
-        probe = "import os, socket; open('probe', 'w').write('ok'); print(os.getuid())"
-        done = subprocess.run([sys.executable, "-c", probe], cwd=workdir, capture_output=True,
-                              text=True, timeout=60, preexec_fn=plan.apply_in_child,
-                              env={"PATH": os.environ.get("PATH", os.defpath)})
-        if done.returncode != 0 or done.stdout.strip() != str(uid):
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            return _unavailable(f"an isolated Python did not run: {last[:200]}")
-        return Availability(True)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return _unavailable(f"{type(exc).__name__}: {exc}")
+        why = _probe(uid)
     finally:
         if own:
             kill_uid(uid)
             UIDS.give_back(uid)
+    return Availability(True, kind="root-uid") if why is None else _unavailable(why)
+
+
+def _userns_availability() -> Availability:
+    refusal = userns.unshare_refusal()
+    if refusal is not None:
+        return _unavailable(refusal, f"no network/filesystem/process isolation: {refusal}")
+    why = _probe(None)
+    if why is None:
+        return Availability(True, kind="userns")
+    if why.startswith("unshare:"):
+        why = f"{_NO_USERNS} ({why}: {_NO_USERNS_FIX})"
+    return _unavailable(why, f"no network/filesystem/process isolation: {why}")
+
+
+def _probe(uid: int | None) -> str | None:
+    """Run a Python isolated as a candidate would be; None when it ran so, else why not."""
+    workdir = Path(tempfile.mkdtemp(prefix="probe-", dir=scratch_root()))
+    parent = os.getpid()
+    expected = str(uid) if uid is not None else f"1 {os.getuid()}"  # userns: pid 1, same uid
+
+    def isolate() -> None:
+        try:
+            confine(plan, [], parent)
+        except OSError as exc:  # said on its stderr: a preexec_fn's exception would lose it
+            os.write(2, f"{exc.strerror or exc}\n".encode())
+            os._exit(_SETUP_FAILED)
+
+    try:
+        if uid is not None:
+            hand_over(workdir, uid)
+        plan = plan_for(workdir, uid)
+        probe = ("import os; open('probe', 'w').write('ok'); "
+                 + ("print(os.getuid())" if uid is not None else "print(os.getpid(), os.getuid())"))
+        argv = [sys.executable, "-c", probe]
+        if isinstance(plan, UsernsPlan):  # as the cold sandbox starts it (launch.py)
+            argv = userns_exec.command(plan, [], parent, argv)
+        done = subprocess.run(argv, cwd=workdir, capture_output=True, text=True, timeout=60,
+                              preexec_fn=None if isinstance(plan, UsernsPlan) else isolate,
+                              env={"PATH": os.environ.get("PATH", os.defpath)})
+        if done.returncode == _SETUP_FAILED:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return last.removeprefix(userns_exec.SETUP_FAILED_PREFIX)[:300]
+        if done.returncode != 0 or done.stdout.strip() != expected:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return f"an isolated Python did not run: {last[:200]}"
+        return None
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -377,7 +379,8 @@ def _users_in_range() -> list[str]:
             if UID_BASE <= user.pw_uid < UID_BASE + UID_COUNT]
 
 
-def _unavailable(reason: str) -> Availability:
-    log.warning("sandbox: candidates run without uid/network/filesystem isolation: %s", reason,
-                exc_info=sys.exc_info()[0] is not None)
-    return Availability(False, reason)
+def _unavailable(reason: str, missing: str = "") -> Availability:
+    # said at each run's start, on stderr and in run.log (isolation_notice.py), and by doctor/status
+    log.info("sandbox: candidates run without network/filesystem/process isolation: %s", reason,
+             exc_info=sys.exc_info()[0] is not None)
+    return Availability(False, reason, "none", (missing or f"no uid/network/filesystem isolation: {reason}",))

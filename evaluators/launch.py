@@ -2,8 +2,10 @@
 
 A *launcher* turns a spec into a running child. ``COLD`` forks and execs ``spec.argv``, the
 confinement applied between fork and exec by ``preexec_fn`` (the cgroup, isolation, rlimits,
-death with the starting thread); the warm sandbox's fork server (fork_client.py) starts a
-child forked from a Python with the task's imports loaded, confined the same way in the child.
+death with the starting thread; a child in its own user namespace is isolated by a fresh Python
+instead, userns_exec.py, since this process's fork may have threads); the warm sandbox's fork
+server (fork_client.py) starts a child forked from a Python with the task's imports loaded,
+confined the same way in the child.
 The sandbox (sandbox.py) owns what surrounds it: the uid, the cgroup, the kills, the result.
 """
 
@@ -20,6 +22,8 @@ from typing import Protocol
 from evoforge.evaluators import isolation
 from evoforge.evaluators.cgroup_pids import PidsCgroup
 from evoforge.evaluators.sandbox_io import ChildProtocol
+from evoforge.evaluators.userns import UsernsPlan
+from evoforge.evaluators.userns_exec import command
 
 # LanceDB (the cognition base) warns at every fork; a sandbox child execs a fresh Python at once
 # and never touches LanceDB's runtime, so the warning says nothing about it
@@ -58,7 +62,7 @@ class ChildSpec:
     env: dict[str, str]
     rlimits: list[tuple[int, int, int]]
     procs_fd: int | None
-    plan: isolation.IsolationPlan | None
+    plan: isolation.Plan | None
     result_fd: int
     output_bytes: int
     max_procs: int = 64  # for a launcher that makes the child's pids cgroup itself
@@ -91,9 +95,11 @@ class Launcher(Protocol):
 
 
 def _make_preexec(rlimits: list[tuple[int, int, int]], procs_fd: int | None,
-                  plan: isolation.IsolationPlan | None) -> Callable[[], None]:
+                  plan: isolation.Plan | None) -> Callable[[], None]:
     """The child-side hook run between fork and exec: join the cgroup, then be confined
-    (isolation.confine: namespaces and the dedicated uid, rlimits, death with the parent)."""
+    (isolation.confine: namespaces and the dedicated uid, or the child's own user and pid
+    namespaces, where it forks once more and only the candidate returns; rlimits; death with
+    the parent)."""
     parent = os.getpid()
 
     def preexec() -> None:
@@ -136,9 +142,12 @@ class _Cold:
         if spec.task_model_fd is not None:
             env[TASK_MODEL_FD_ENV] = str(spec.task_model_fd)
             fds.append(spec.task_model_fd)
+        argv, rlimits, plan = spec.argv, spec.rlimits, spec.plan
+        if isinstance(plan, UsernsPlan):  # isolated by a fresh Python: this fork may have threads
+            argv, rlimits, plan = command(plan, rlimits, os.getpid(), argv), [], None
         transport, protocol = await loop.subprocess_exec(
             lambda: ChildProtocol(spec.output_bytes),
-            *spec.argv,
+            *argv,
             cwd=str(spec.workdir),
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
@@ -146,7 +155,7 @@ class _Cold:
             stderr=asyncio.subprocess.PIPE,
             pass_fds=tuple(fds),
             start_new_session=True,
-            preexec_fn=_make_preexec(spec.rlimits, spec.procs_fd, spec.plan),
+            preexec_fn=_make_preexec(rlimits, spec.procs_fd, plan),
         )
         return _ColdChild(transport, protocol)
 

@@ -2,9 +2,11 @@
 
 The child gets a private working directory, a scrubbed environment (no API keys), rlimits on
 memory, CPU time, file size and open files, and a process limit: a per-run ``pids`` cgroup when
-running as root (root ignores RLIMIT_NPROC), else RLIMIT_NPROC. As root it is also isolated
-(isolation.py): its own mount and network namespaces and a dedicated unprivileged uid, so it can
-reach no network, write nowhere but its directory, and neither read nor signal other processes.
+running as root (root ignores RLIMIT_NPROC), else RLIMIT_NPROC. It is also isolated where the
+host allows (isolation.py): as root, its own mount and network namespaces and a dedicated
+unprivileged uid; as another user, its own user, mount, network and pid namespaces (userns.py).
+Either way it can reach no network, write nowhere but its directory, and neither read nor signal
+the run's processes.
 Its result travels on a dedicated pipe whose descriptor number is in ``EVOFORGE_RESULT_FD``;
 stdout and stderr are only kept as tails. The pipe is read either whole (one JSON object, the
 default) or as JSON lines handed to an ``on_line`` hook as they arrive; the hook returning False
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from evoforge.evaluators import isolation
+from evoforge.evaluators import isolation, userns
 from evoforge.evaluators.cgroup_pids import PidsCgroup, pids_cgroup_parent, process_limit_mechanism
 from evoforge.evaluators.io_threads import off_loop
 from evoforge.evaluators.launch import COLD, ChildSpec, Launcher, child_env
@@ -55,7 +57,7 @@ class SandboxLimits:
     max_procs: int = 64
     max_file_mb: int = 256
     max_open_files: int = 512
-    isolate: bool = True  # a dedicated uid, no network, read-only filesystem, where available
+    isolate: bool = True  # no network, read-only filesystem, no sight of the run, where available
     expose: tuple[str, ...] = ()  # isolated: more paths it may read behind closed folders
     warm: bool = True  # harness runs: forked from a fork server with the imports loaded (warm.py)
     output_bytes: int = 65536
@@ -144,17 +146,18 @@ def _kill_group(pgid: int, cgroup: PidsCgroup | None, own_uid: int | None) -> No
 async def scratch_dir(default: Path | None, limits: SandboxLimits) -> Path | None:
     """Where a child's private directory goes: under the sandbox root when children are isolated
     (a place the dedicated uid can enter), else ``default``."""
-    if await _isolated(limits):
+    if await _isolation(limits) != "none":
         return isolation.scratch_root()
     return default
 
 
-async def _isolated(limits: SandboxLimits) -> bool:
-    """Whether this run's child is isolated (the first call probes, off the event loop)."""
+async def _isolation(limits: SandboxLimits) -> str:
+    """The kind of isolation this run's child gets: "root-uid", "userns" or "none" (the first
+    call probes, off the event loop)."""
     if not limits.isolate:
-        return False
+        return "none"
     probed = isolation.availability.cache_info().currsize  # type: ignore[attr-defined]
-    return (isolation.availability() if probed else await off_loop(isolation.availability)).isolated
+    return (isolation.availability() if probed else await off_loop(isolation.availability)).kind
 
 
 def describe_isolation(isolate: bool = True) -> dict[str, str]:
@@ -170,7 +173,7 @@ class _Confinement:
     limits: SandboxLimits
     cgroup: PidsCgroup | None
     nproc: int | None
-    plan: isolation.IsolationPlan | None
+    plan: isolation.Plan | None
     own_uid: int | None
 
     def kill(self, pgid: int) -> None:
@@ -178,7 +181,7 @@ class _Confinement:
 
     def mechanism(self) -> str:
         effective = "cgroup-pids" if self.cgroup else ("rlimit-nproc" if self.nproc is not None else "none")
-        return effective + ("+uid" if self.plan is not None else "")
+        return effective + ({"root-uid": "+uid", "userns": "+userns"}[self.plan.kind] if self.plan else "")
 
 
 async def run_sandboxed(
@@ -202,20 +205,25 @@ async def run_sandboxed(
     """
     launcher = launcher or COLD
     mechanism = process_limit_mechanism()
-    isolated = await _isolated(limits)
-    uid, own = isolation.UIDS.take() if isolated else (None, False)
-    plan = None
+    kind = await _isolation(limits)
+    uid, own = isolation.UIDS.take() if kind == "root-uid" else (None, False)
+    plan: isolation.Plan | None = None
     if uid is not None:
         plan = await off_loop(_hand_over, Path(workdir), uid, limits.expose)
+    elif kind == "userns":
+        plan = isolation.plan_for(Path(workdir), None, limits.expose)
     parent = pids_cgroup_parent() if mechanism == "cgroup-pids" and not launcher.makes_cgroup else None
     cgroup = PidsCgroup.create(parent, limits.max_procs) if parent is not None else None
     # the pids cgroup caps and finds every process of the run; without one, RLIMIT_NPROC caps it
     # and the dedicated uid finds them (RLIMIT_NPROC counts all of a uid's processes: those of a
-    # killed evaluation still dying come first; each count and kill is a scan of /proc)
+    # killed evaluation still dying come first; each count and kill is a scan of /proc); in its
+    # own user namespace only the namespace's processes count: its own and its middle process
     nproc = None
     cgrouped = cgroup is not None or launcher.makes_cgroup
     if not cgrouped and uid is not None:
         nproc = isolation.uid_processes(uid) + limits.max_procs
+    elif not cgrouped and kind == "userns" and userns.NPROC_PER_NAMESPACE:
+        nproc = limits.max_procs + 1
     elif not cgrouped and mechanism == "rlimit-nproc":
         nproc = isolation.uid_processes(os.getuid()) + limits.max_procs
     confinement = _Confinement(limits, cgroup, nproc, plan, uid if own and not cgrouped else None)
@@ -226,7 +234,7 @@ async def run_sandboxed(
             isolation.UIDS.give_back(uid)  # type: ignore[arg-type]
 
 
-def _hand_over(workdir: Path, uid: int, expose: tuple[str, ...]) -> isolation.IsolationPlan:
+def _hand_over(workdir: Path, uid: int, expose: tuple[str, ...]) -> isolation.Plan:
     isolation.hand_over(workdir, uid)
     return isolation.plan_for(workdir, uid, expose)
 

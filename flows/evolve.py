@@ -19,6 +19,8 @@ from prefect import flow
 
 from evoforge.evaluators.cases import list_cases
 from evoforge.evaluators.fitness import reported_error
+from evoforge.evaluators.io_threads import off_loop
+from evoforge.evaluators.isolation_notice import isolation_notices
 from evoforge.evaluators.sandbox import describe_isolation
 from evoforge.evaluators.task import TaskError
 from evoforge.evaluators.task_model import TaskChannel, TaskModelUsage, attach_channel
@@ -204,6 +206,8 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     sandbox_isolation = describe_isolation(cfg.sandbox.isolate)
     log.info("sandbox: user %(user)s; network %(network)s; filesystem %(filesystem)s; "
              "process limit %(process_limit)s", sandbox_isolation)
+    for line in await off_loop(isolation_notices, cfg.sandbox.isolate):  # as printed at start
+        log.warning("%s", line.removeprefix("[evoforge] "))
     facts = {"run_id": ctx.run_id, "task": task.name, "algorithm": cfg.engine.algorithm,
              "mode": cfg.engine.mode, "backend": llm.name, "model": llm.model, "started_at": time.time(),
              "max_evals": cfg.budget.max_evals,

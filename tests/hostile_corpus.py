@@ -4,14 +4,21 @@ Every entry is the body of the candidate's ``run()`` (it returns the evaluator's
 plus the verdict: ``failed`` with a phrase the recorded reason must contain, or ``harmless``
 (the candidate scores, and ``score`` is what it may score: its attack found nothing). The
 placeholders ``{outside}``, ``{port}``, ``{secret}`` and ``{marker}`` are filled per test run.
+``require_isolation()`` is how a test that needs the sandbox's isolation starts: it skips on a
+developer's machine without it, fails in CI (``CI=true``), and fails when the isolation is not
+the kind ``EVOFORGE_TEST_ISOLATION`` names (the unprivileged tests set it: tests/unprivileged.py).
 """
 
 from __future__ import annotations
 
+import os
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
+from evoforge.evaluators.isolation import availability
 from tests.helpers import processes_mentioning
 
 SECRET = "sk-hostile-corpus-secret-0123456789"
@@ -85,6 +92,8 @@ except OSError:
 return {"combined_score": reached}""", "harmless", score=0.0),
     Hostile("kill_the_parent", """
 import os, signal
+if os.getppid() == 0:  # pid 1 of its own pid namespace: its parent is out of its sight
+    return {"combined_score": 0.0}
 try:
     os.kill(os.getppid(), signal.SIGKILL)
     return {"combined_score": 1.0}
@@ -193,3 +202,16 @@ def harms(outside: Path, marker: str, connections: int, seen_text: str) -> list[
     found += [f"process {pid} left behind" for pid in processes_mentioning(marker)]
     return found
 
+
+def require_isolation() -> None:
+    """Skip unless the sandbox isolates here; in CI fail instead (see the module doc)."""
+    avail = availability()
+    expected = os.environ.get("EVOFORGE_TEST_ISOLATION")
+    if expected:
+        assert avail.kind == expected, f"isolation {avail.kind}, not {expected}: {avail.missing}"
+    if avail.isolated:
+        return
+    why = f"isolation unavailable here: {'; '.join(avail.missing) or avail.reason}"
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(why)
+    pytest.skip(why)

@@ -26,7 +26,15 @@ from evoforge.evaluators.isolation import availability
 from evoforge.evaluators.sandbox import SandboxLimits, describe_isolation
 from evoforge.evaluators.task import Task, load_task
 from tests.helpers import RUN_EVALUATOR
-from tests.hostile_corpus import CORPUS, SECRET, Hostile, harms, program_text, verdict_problems
+from tests.hostile_corpus import (
+    CORPUS,
+    SECRET,
+    Hostile,
+    harms,
+    program_text,
+    require_isolation,
+    verdict_problems,
+)
 
 EVALUATOR = RUN_EVALUATOR
 LIMITS = SandboxLimits(timeout_s=8.0, memory_mb=768, max_procs=32, max_file_mb=64)
@@ -86,8 +94,7 @@ def _evaluate(task: Task, code: str, limits: SandboxLimits = LIMITS) -> EvalOutc
 @pytest.mark.parametrize("hostile", CORPUS, ids=[h.name for h in CORPUS])
 def test_hostile_program_is_contained(hostile: Hostile, warm: bool, task: Task, listener: _Listener,
                                       outside: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    if not availability().isolated:
-        pytest.skip(f"isolation unavailable here: {availability().reason}")
+    require_isolation()
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     marker = f"hostile-{uuid.uuid4().hex[:10]}"
     accepted_before = listener.accepted
@@ -104,18 +111,22 @@ def test_hostile_program_is_contained(hostile: Hostile, warm: bool, task: Task, 
 
 def test_status_names_the_isolation_in_use() -> None:
     described = describe_isolation()
-    if availability().isolated:
+    avail = availability()
+    assert described["isolation"] == avail.kind
+    if avail.kind == "root-uid":
         assert described["network"] == "denied (own network namespace)"
         assert described["user"].startswith("dedicated uid 57000-57127")
+    elif avail.kind == "userns":
+        assert described["network"] == "denied (own network namespace)"
+        assert described["processes"].startswith("out of sight (own pid namespace")
     else:
         assert described["network"] == "allowed"
-        assert availability().reason in described["user"]
+        assert avail.reason in described["user"] and avail.missing
     assert described["process_limit"] in ("cgroup-pids", "rlimit-nproc", "none")
 
 
 def test_an_exposed_path_is_readable_and_the_rest_of_its_closed_folder_is_not(task: Task) -> None:
-    if not availability().isolated:
-        pytest.skip(f"isolation unavailable here: {availability().reason}")
+    require_isolation()
     closed = Path("/tmp") / f"evoforge-closed-{uuid.uuid4().hex[:8]}"
     (closed / "toolchain").mkdir(parents=True)
     closed.chmod(0o700)
@@ -133,4 +144,5 @@ def test_an_exposed_path_is_readable_and_the_rest_of_its_closed_folder_is_not(ta
     finally:
         shutil.rmtree(closed)
     assert exposed.score == 1.0, exposed.error
-    assert not hidden.ok and "Permission denied" in (hidden.error or ""), hidden.error
+    assert not hidden.ok, hidden.error  # behind a closed folder (root-uid) or a cover (userns)
+    assert "Permission denied" in (hidden.error or "") or "No such file" in (hidden.error or ""), hidden.error

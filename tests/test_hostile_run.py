@@ -4,7 +4,9 @@ The LLM here is a minimal OpenAI-compatible HTTP server of this test (no LLM can
 answers every research request with the next program of the hostile corpus, as a full rewrite.
 The run process holds OPENAI_API_KEY the way a user's does. Afterwards the run has finished its
 budget, every corpus program was evaluated and recorded with its verdict and reason, and the
-host shows no harm.
+host shows no harm: no file of the workspace (nodes, run.log, MLflow) holds the API key. As
+root the candidates run as dedicated uids; tests/test_unprivileged_corpus.py runs this module again
+as an ordinary user, where they run in user namespaces.
 """
 
 from __future__ import annotations
@@ -18,15 +20,13 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
-
-from evoforge.evaluators.isolation import availability
 from evoforge.infra.nodes import EVALUATED
 from evoforge.infra.nodestore import NodeStore
 from tests.helpers import RUN_EVALUATOR
-from tests.hostile_corpus import CORPUS, SECRET, harms, program_text, verdict_problems
+from tests.hostile_corpus import CORPUS, SECRET, harms, program_text, require_isolation, verdict_problems
 
 EVALUATOR = RUN_EVALUATOR
+RUN_KEY = SECRET + "-of-the-run"  # what the candidates hunt for is in it; their code holds only SECRET
 TASK_YAML = "timeout_s: 5\n"
 CONFIG = """
 sandbox: {memory_mb: 768, max_procs: 32}
@@ -77,8 +77,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def test_a_run_survives_every_hostile_candidate(tmp_path: Path) -> None:
-    if not availability().isolated:
-        pytest.skip(f"isolation unavailable here: {availability().reason}")
+    require_isolation()
     marker = f"hostile-{uuid.uuid4().hex[:10]}"
     outside = Path("/tmp") / f"evoforge-hostile-outside-{marker}"
     outside.mkdir()
@@ -95,7 +94,7 @@ def test_a_run_survives_every_hostile_candidate(tmp_path: Path) -> None:
     programs = [program_text(h, outside, listener.server_address[1], marker) for h in CORPUS]
     listener.programs = programs
     threading.Thread(target=listener.serve_forever, daemon=True).start()
-    env = {**os.environ, "OPENAI_API_KEY": SECRET}
+    env = {**os.environ, "OPENAI_API_KEY": RUN_KEY}
     try:
         done = subprocess.run(
             [sys.executable, "-m", "evoforge.flows.cli", "run", str(task),
@@ -119,4 +118,10 @@ def test_a_run_survives_every_hostile_candidate(tmp_path: Path) -> None:
     assert problems == {h.name: [] for h in CORPUS}
     assert listener.served >= len(CORPUS)
     assert harms(outside, marker, 0, done.stdout + done.stderr) == []
+    assert _files_holding(RUN_KEY, tmp_path / "ws") == []  # nodes, run.log, MLflow, run files
     outside.rmdir()  # empty: nothing was planted
+
+
+def _files_holding(text: str, folder: Path) -> list[str]:
+    """The files under ``folder`` whose bytes contain ``text``."""
+    return [str(p) for p in folder.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]

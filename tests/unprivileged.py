@@ -1,0 +1,115 @@
+"""Run a command as an ordinary user from a root test process (CI runs as root).
+
+``ensure_user()`` creates the user ``evoforge-test`` once (and reuses it after); ``run_as_user``
+starts a command as that user, in a new mount namespace where each directory the user may not
+enter on the way to what it needs (the interpreter and its site-packages, the repository, the
+given paths: e.g. ``/root``, mode 0700, where pyenv puts Python) is covered by a tmpfs exposing
+only those paths, read-only: the sandbox's own cover mechanism (evaluators/mounts.py). With
+``forbid_userns`` it first enters a user namespace in which ``user.max_user_namespaces`` is 0, so
+the kernel refuses the user any new user namespace, as a host with them disabled does. Example::
+
+    done = run_as_user([sys.executable, "-c", "import os; print(os.getuid())"], home)
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from evoforge.evaluators.isolation import closed_folder_covers
+from evoforge.evaluators.mounts import LIBC, MS_PRIVATE, MS_REC, apply_cover, call, mount, needed_paths
+
+USER = "evoforge-test"
+REPO = Path(__file__).resolve().parents[1]
+_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
+
+
+def ensure_user() -> pwd.struct_passwd:
+    """The test user, created when missing (two test processes may race: either wins)."""
+    try:
+        return pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
+                       capture_output=True, check=False)
+    return pwd.getpwnam(USER)
+
+
+def make_home(user: pwd.struct_passwd) -> Path:
+    """A fresh folder of ``user``'s in the temp folder (enterable by everyone: not covered)."""
+    home = Path(tempfile.mkdtemp(prefix=f"{user.pw_name}-home-", dir="/tmp"))
+    os.chown(home, user.pw_uid, user.pw_gid)
+    return home
+
+
+def user_env(home: Path, **extra: str) -> dict[str, str]:
+    """A plain environment for the test user: no secret of this process, its own HOME and temp."""
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(home), "LANG": "C.UTF-8",
+           "PREFECT_HOME": str(home / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           "PYTHONDONTWRITEBYTECODE": "1", "CI": os.environ.get("CI", "")}
+    env.update(extra)
+    return env
+
+
+def run_as_user(argv: list[str], home: Path, env: dict[str, str] | None = None,
+                forbid_userns: bool = False, timeout: float = 900.0,
+                expose: tuple[Path, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as the test user in ``REPO`` (see the module doc), output captured."""
+    user = ensure_user()
+    paths = sorted({*needed_paths(), REPO, *(p.resolve() for p in expose)})
+    return subprocess.run(argv, cwd=REPO, env=env or user_env(home), capture_output=True, text=True,
+                          timeout=timeout, preexec_fn=_drop(user, paths, forbid_userns))
+
+
+def _drop(user: pwd.struct_passwd, paths: list[Path], forbid_userns: bool) -> Callable[[], None]:
+    covers = closed_folder_covers(paths)
+
+    def preexec() -> None:
+        if forbid_userns:
+            _enter_forbidding_userns()
+        call("unshare", LIBC.unshare(_CLONE_NEWNS))
+        mount(b"none", b"/", None, MS_REC | MS_PRIVATE)
+        for cover in covers:
+            apply_cover(cover)
+        os.setgroups([])
+        os.setgid(user.pw_gid)
+        os.setuid(user.pw_uid)
+
+    return preexec
+
+
+def _enter_forbidding_userns() -> None:
+    """Enter a user namespace mapping every id to itself, in which no user namespace may be made.
+
+    The map is written from outside (a helper forked before the unshare): a full map needs
+    CAP_SETUID in the parent namespace, which this process no longer has once it is inside."""
+    ready_r, ready_w = os.pipe()
+    helper = os.fork()
+    if helper == 0:
+        code = 1
+        try:
+            os.close(ready_w)
+            os.read(ready_r, 1)
+            target = os.getppid()
+            for name in ("uid_map", "gid_map"):
+                Path(f"/proc/{target}/{name}").write_text("0 0 4294967295\n")
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(ready_r)
+    call("unshare", LIBC.unshare(_CLONE_NEWUSER))
+    os.write(ready_w, b"x")
+    os.close(ready_w)
+    _, status = os.waitpid(helper, 0)
+    if status != 0:
+        raise OSError(f"could not map the ids of the test's user namespace (status {status})")
+    Path("/proc/sys/user/max_user_namespaces").write_text("0\n")
+
+
+def python(code: str) -> list[str]:
+    """The command that runs ``code`` in this interpreter."""
+    return [sys.executable, "-c", code]
