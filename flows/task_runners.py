@@ -3,7 +3,8 @@ around the flow run.
 
 Only evaluations are submitted to the task runner (stages/evaluation/prefect_tasks.py); every other
 stage runs on the flow's event loop. `loop` and `threads` get a thread pool wide enough for
-every evaluation worker; `dask` gets prefect-dask's `DaskTaskRunner` (stages/evaluation/dask_executor.py).
+every evaluation worker; `dask` gets prefect-dask's `DaskTaskRunner` (stages/evaluation/dask_executor.py),
+after a check that the task folder can be shipped to its workers (stages/evaluation/task_shipping.py).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from pathlib import Path
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+from evoforge.evaluators.task import load_task
 from evoforge.flows.prepare import RunRequest
 from evoforge.infra.prefect_server import needs_temporary_server, start_temporary_server
 from evoforge.stages.evaluation.dask_executor import DaskSetupError, dask_environment, dask_task_runner
+from evoforge.stages.evaluation.task_shipping import ShipError, pack_task
 
 
 def task_runner_for(request: RunRequest) -> TaskRunner:
@@ -43,6 +46,10 @@ async def runner_environment(request: RunRequest) -> AsyncIterator[None]:
     if not request.prefect_tasks:
         raise DaskSetupError("engine.executor: dask runs evaluations as Prefect task runs: "
                              "drop --no-prefect-tasks")
-    async with dask_environment(request.config, log_path):
+    try:  # what the workers will get, checked before the cluster starts
+        bundle = await asyncio.to_thread(pack_task, load_task(request.task).root)
+    except ShipError as exc:
+        raise DaskSetupError(str(exc)) from None
+    async with dask_environment(request.config, log_path, bundle.describe()):
         yield
 

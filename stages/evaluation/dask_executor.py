@@ -8,6 +8,7 @@ finds in the flow's serialized settings, so it needs an API it can reach over HT
 evoforge starts Prefect's temporary server (a local HTTP server on 127.0.0.1) before the flow and
 hands its URL to the workers, which works for a local cluster and for a scheduler on this
 machine. A scheduler on another host with no `PREFECT_API_URL` is a user error that says so.
+The workers need no copy of the task: the run ships its folder (stages/evaluation/dask_jobs.py).
 """
 
 from __future__ import annotations
@@ -91,9 +92,10 @@ def is_local_address(address: str) -> bool:
 
 
 @asynccontextmanager
-async def dask_environment(cfg: RunConfig, log_path: Path | None = None) -> AsyncIterator[None]:
+async def dask_environment(cfg: RunConfig, log_path: Path | None = None,
+                           shipping: str | None = None) -> AsyncIterator[None]:
     """Around the flow: the scheduler checked, and a Prefect API the workers can reach (a temporary
-    server started here writes to `log_path`)."""
+    server started here writes to `log_path`); `shipping` describes the task bundle the run ships."""
     _prefect_dask()
     if DASK_LOG_ENV not in os.environ:  # the scheduler and nannies of a local cluster log here
         logging.getLogger("distributed").setLevel(logging.WARNING)
@@ -109,7 +111,7 @@ async def dask_environment(cfg: RunConfig, log_path: Path | None = None) -> Asyn
         if workers == 0:
             print(f"[evoforge] the Dask scheduler at {address} has no workers yet: evaluations wait "
                   "for one", file=sys.stderr)
-    note = ", speculative early release off" if cfg.speculation.alpha_spec is not None else ""
+    note = f"; the task folder ({shipping}) is shipped to them" if shipping else ""
     if api:
         print(f"[evoforge] executor dask: {where}; workers report to {api}{note}", file=sys.stderr)
         yield

@@ -13,8 +13,9 @@ choice of `engine.executor`:
   process (stages/evaluation/dask_worker.py, stages/evaluation/dask_executor.py), here or on another machine.
 
 The flow process stays the single writer. A speculative release made on a worker thread is
-handed back to the flow's event loop (a Dask worker makes none: early release is off there); a
-stopping run aborts every job still running, on a Dask worker through a cluster-wide event.
+handed back to the flow's event loop, and so is one a Dask worker sends as a worker event
+(stages/evaluation/dask_jobs.py, which also ships the task folder to the workers); a stopping run
+aborts every job still running, on a Dask worker through a cluster-wide event.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from prefect import task
@@ -30,7 +30,7 @@ from prefect.futures import PrefectConcurrentFuture, PrefectFuture, PrefectWrapp
 from prefect.utilities.annotations import opaque
 
 from evoforge.infra.prefect_tasks import TASK_OPTIONS
-from evoforge.stages.evaluation.dask_executor import abort_event_name, abort_remote, require_dask_runner
+from evoforge.stages.evaluation.dask_executor import require_dask_runner
 from evoforge.stages.evaluation.job import EvalReport, EvalRequest, EvaluationRunner, Release, run_evaluation
 
 EXECUTORS = ("loop", "threads", "dask")
@@ -74,14 +74,18 @@ class TaskEvaluations(EvaluationRunner):
     def __init__(self, executor: str = "loop") -> None:
         if executor not in EXECUTORS:
             raise ValueError(f"unknown executor '{executor}': one of {', '.join(EXECUTORS)}")
+        self.dask: Any = None  # dask_jobs.DaskJobs (with the dask extra only)
         if executor == "dask":
             require_dask_runner()
+            from evoforge.stages.evaluation.dask_jobs import DaskJobs  # needs distributed: the dask extra
+
+            self.dask = DaskJobs()
         self.executor = executor
         self._aborts: dict[object, Callable[[], None]] = {}  # a running job -> what stops it
 
     async def run(self, request: EvalRequest, release: Release | None) -> EvalReport:
-        if self.executor == "dask":
-            return await self._run_on_dask(request)
+        if self.dask is not None:
+            return await self.dask.run(request, release, self._aborts)
         abort = threading.Event()
         self._aborts[abort] = abort.set
         try:
@@ -102,25 +106,6 @@ class TaskEvaluations(EvaluationRunner):
             raise
         finally:
             self._aborts.pop(abort, None)
-
-    async def _run_on_dask(self, request: EvalRequest) -> EvalReport:
-        """The job in a Dask worker process; cancelling this coroutine stops it there."""
-        from evoforge.stages.evaluation.dask_worker import (
-            evaluate_on_worker,  # needs distributed: the dask extra
-        )
-
-        event = abort_event_name()
-        # no `opaque` here: Dask's graph packing takes the annotation for a plain tuple
-        future = evaluate_on_worker.submit(run_name(request), request, event)
-        stop = partial(abort_remote, future.wrapped_future, event)
-        self._aborts[future] = stop
-        try:
-            return await resolve(future)
-        except asyncio.CancelledError:
-            stop()
-            raise
-        finally:
-            self._aborts.pop(future, None)
 
     def abort_all(self) -> None:
         for stop in list(self._aborts.values()):
