@@ -6,6 +6,7 @@ from evoforge.cognition.entries import CognitionItem
 from evoforge.cognition.errors import CognitionError
 from evoforge.cognition.lexical import LexicalEmbedder
 from evoforge.cognition.minilm import MiniLMEmbedder
+from evoforge.cognition.onnx_embedder import OnnxEmbedder
 from evoforge.cognition.openai_embedder import OpenAIEmbedder
 from evoforge.cognition.seeding import read_seeds, task_seeds
 from evoforge.cognition.store import CognitionBase
@@ -18,6 +19,7 @@ __all__ = [
     "Embedder",
     "LexicalEmbedder",
     "MiniLMEmbedder",
+    "OnnxEmbedder",
     "OpenAIEmbedder",
     "cognition_folder",
     "make_embedder",

@@ -15,6 +15,9 @@ class Embedder(ABC):
     """
 
     name: str
+    # names of other embedders whose vectors agree with this one's (the same model, another runtime):
+    # a base built by one of them is searched by this one
+    same_space: frozenset[str] = frozenset()
 
     @property
     @abstractmethod

@@ -16,6 +16,7 @@ import numpy as np
 
 from evoforge.cognition.embedder import Embedder, unit_rows
 from evoforge.cognition.errors import CognitionError
+from evoforge.cognition.onnx_embedder import NAME as ONNX_NAME
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 INSTALL_HINT = "pip install 'evoforge[embed]'"
@@ -80,6 +81,8 @@ class MiniLMEmbedder(Embedder):
             require_extra()
         label = MODEL_NAME if model_path is None else self._folder.name
         self.name = f"sentence-transformers:{label}"
+        if model_path is None:  # its int8 ONNX export (the default embedder) gives the same vectors
+            self.same_space = frozenset({ONNX_NAME})
         self._dim: int | None = 384 if model_path is None else None
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()  # oldest first
         self._cache_lock = threading.Lock()

@@ -78,7 +78,7 @@ class CognitionBase:
                 raise CognitionError(f"{self.folder} holds a table '{TABLE}' but no {META_FILE}: "
                                      "not an evoforge cognition base")
             return
-        if meta["embedder"] != self.embedder.name:
+        if meta["embedder"] != self.embedder.name and meta["embedder"] not in self.embedder.same_space:
             raise CognitionError(
                 f"cognition base {self.folder} was built with embedder '{meta['embedder']}' "
                 f"({meta['dim']}-d), not '{self.embedder.name}': set cognition.embedding to match, "

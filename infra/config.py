@@ -325,9 +325,13 @@ class CognitionConfig(_Section):
     """The cognition base of prior knowledge in ``<workspace>/cognition/``: embeddings and retrieval."""
 
     enabled: bool = True
-    embedding: Literal["minilm", "openai", "lexical"] = "minilm"  # lexical: a weak fallback that warns
+    # onnx: all-MiniLM-L6-v2 on onnxruntime (no torch); minilm: the same model on torch (the embed
+    # extra); openai: an embeddings endpoint; lexical: a weak fallback that warns
+    embedding: Literal["onnx", "minilm", "openai", "lexical"] = "onnx"
     embedding_base_url: HttpURL | None = None  # openai: the endpoint; None: OPENAI_BASE_URL or OpenAI's
-    embedding_model: str | None = None  # openai: model name; minilm: a local sentence-transformers folder
+    # openai: model name; minilm: a local sentence-transformers folder; onnx: a folder with model.onnx
+    # and tokenizer.json (a BERT-style model, mean pooled)
+    embedding_model: str | None = None
     top_k: int = Field(default=5, ge=1, le=100)
     min_similarity: float = Field(default=0.25, ge=-1, le=1)  # cosine below this is not retrieved
     dedupe_similarity: float = Field(default=0.9, gt=0, le=1)  # a lesson this close to an item is dropped

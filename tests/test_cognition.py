@@ -16,6 +16,7 @@ from evoforge.cognition import (
     CognitionItem,
     LexicalEmbedder,
     MiniLMEmbedder,
+    OnnxEmbedder,
     make_embedder,
     open_base,
     read_seeds,
@@ -235,15 +236,16 @@ def test_the_lexical_fallback_announces_itself_on_every_use(caplog, tmp_path):
     assert len(warnings) == 2 and all("lexical fallback" in r.getMessage() for r in warnings)
 
 
-def test_minilm_is_the_default_and_never_falls_back_silently(monkeypatch):
-    assert isinstance(make_embedder(CognitionConfig()), MiniLMEmbedder)
+def test_onnx_minilm_is_the_default_and_torch_minilm_never_falls_back_silently(monkeypatch):
+    assert isinstance(make_embedder(CognitionConfig()), OnnxEmbedder)
+    assert isinstance(make_embedder(CognitionConfig(embedding="minilm")), MiniLMEmbedder)
     monkeypatch.setattr(minilm_module, "find_spec", lambda name: None)
     with pytest.raises(CognitionError, match=r"pip install 'evoforge\[embed\]'"):
-        make_embedder(CognitionConfig())
+        make_embedder(CognitionConfig(embedding="minilm"))
 
 
 def test_a_workspace_base_seeded_from_a_task_as_a_run_does(tmp_path, embedder):
-    base = open_base(CognitionConfig(), tmp_path)
+    base = open_base(CognitionConfig(embedding="minilm"), tmp_path)
     assert base.folder == tmp_path / "cognition" and base.embedder.name == embedder.name
     seeds = task_seeds(builtin_tasks_dir() / "circle_packing", "circle_packing")
     assert len(base.add(seeds)) == len(seeds) and base.add(seeds) == []

@@ -149,22 +149,3 @@ def test_the_report_gives_the_origin_breakdown_and_the_lessons():
     assert "| novel | 20.0% | 0.0% |" in text
     assert "- Lattice starts beat random ones. (node `n0`)" in text
     assert "(1)" in text.split("Lessons written back")[1].splitlines()[0]
-
-
-def test_without_the_embed_extra_the_default_run_goes_on_without_cognition(tmp_path, monkeypatch, capsys):
-    import pytest
-
-    from evoforge.cognition import minilm
-    from evoforge.cognition.errors import CognitionError
-    from evoforge.flows.prepare import open_cognition
-    from evoforge.infra.config_load import load_config
-
-    real = minilm.find_spec
-    monkeypatch.setattr(minilm, "find_spec",
-                        lambda name: None if name == "sentence_transformers" else real(name))
-    assert open_cognition(load_config(environ={}), tmp_path, TASK) is None
-    assert "cognition base off: embedding: minilm needs sentence_transformers" in capsys.readouterr().err
-    explicit = tmp_path / "c.yaml"
-    explicit.write_text("cognition:\n  embedding: minilm\n")
-    with pytest.raises(CognitionError, match="pip install 'evoforge\\[embed\\]'"):
-        open_cognition(load_config(explicit, environ={}), tmp_path, TASK)
