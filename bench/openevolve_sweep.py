@@ -9,10 +9,12 @@ Every sub-folder of DIR holding an ``evaluator.py`` is one example. For each, th
    and MLflow off to keep it quick), in this process, one run folder per example under OUT;
 
 then prints one table row per folder: own evaluate() works? / evoforge run ok? / best score.
-``--examples`` defaults to the test fixtures (tests/fixtures/openevolve_shapes); point it at a
-checkout of OpenEvolve's ``examples/`` to sweep the real ones::
+``--examples`` defaults to the shape fixtures (tests/fixtures/openevolve_shapes); OpenEvolve's own
+R and Rust examples are in tests/fixtures/openevolve_examples (tests/test_openevolve_examples.py
+sweeps them); point it at a checkout of OpenEvolve's ``examples/`` to sweep all the real ones::
 
     python bench/openevolve_sweep.py                       # the fixtures, 8 evaluations each
+    python bench/openevolve_sweep.py --examples tests/fixtures/openevolve_examples  # R and Rust
     python bench/openevolve_sweep.py --examples ~/openevolve/examples --max-evals 12 --json rows.json
 
 Exit code 0 when every folder whose own evaluate() works also ran in evoforge, 1 otherwise.

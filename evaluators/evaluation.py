@@ -120,6 +120,8 @@ async def run_harness(
     on a fresh copy (unless a streamed line was already handed on), noted in ``retried``.
     """
     limits = limits or SandboxLimits(timeout_s=task.timeout_s)
+    if task.toolchain.expose:  # the tools its evaluator runs, behind closed folders (compat/toolchains.py)
+        limits = replace(limits, expose=(*limits.expose, *task.toolchain.expose))
     delivered = [0]
 
     def counted(line: dict) -> bool:
@@ -150,7 +152,7 @@ async def _harness_once(task: Task, code: str, args: list[str], limits: SandboxL
                         "--program", str(task.artifact.target(workdir)), *args]
         async with open_link(task, limits.timeout_s) as link:  # None: the task calls no task model
             result = await _launch(harness_args, workdir, limits, on_line, server,
-                                   link.child_fd if link is not None else None)
+                                   link.child_fd if link is not None else None, dict(task.toolchain.env))
         if link is not None:
             result.task_model = link.usage.metrics()
         return result
@@ -166,9 +168,9 @@ async def _harness_once(task: Task, code: str, args: list[str], limits: SandboxL
 
 async def _launch(harness_args: list[str], workdir: Path, limits: SandboxLimits,
                   on_line: Callable[[dict], bool] | None, server: ForkServer | None,
-                  task_model_fd: int | None) -> SandboxResult:
+                  task_model_fd: int | None, toolchain_env: dict[str, str]) -> SandboxResult:
     """The harness run in `workdir`: forked by `server` (None, or gone: started cold)."""
-    env = {"PYTHONPATH": f"{workdir}{os.pathsep}{COMPAT_DIR}", "PYTHONUNBUFFERED": "1"}
+    env = {"PYTHONPATH": f"{workdir}{os.pathsep}{COMPAT_DIR}", "PYTHONUNBUFFERED": "1", **toolchain_env}
     if server is not None:
         try:
             return _done(await run_sandboxed(harness_args, workdir, limits, env=env, on_line=on_line,

@@ -25,8 +25,11 @@ The program is ``initial_program.py``, else the one ``initial_program.<ext>`` (a
 ``.rs``, ``.r``, ``.c``, ...; its EVOLVE markers sit in comments, ``// EVOLVE-BLOCK-START``),
 else the one ``.py`` file with EVOLVE markers. Its language (``Task.language``) comes from
 ``config.yaml``'s ``language`` or the file's extension; only a Python program is parsed and
-checked as Python -- any other is compiled and run by the task's evaluator. When ``task.yaml``
-names no ``objective.metric`` the score follows OpenEvolve (``evaluators/fitness.py``):
+checked as Python -- any other is compiled and run by the task's evaluator. The command-line tools
+the evaluator names (``cargo``, ``Rscript``) are looked up when the task is loaded
+(``Task.toolchain``, compat/toolchains.py): one behind a folder the sandbox's uid cannot enter
+(rustup's under ``/root``) is exposed to the sandboxed evaluation, its folder first on ``PATH``.
+When ``task.yaml`` names no ``objective.metric`` the score follows OpenEvolve (``evaluators/fitness.py``):
 ``combined_score``, else the mean of the numeric metrics.
 
 ``levels`` names the evaluation levels of a level-aware evaluator (``evaluate(program_path,
@@ -61,6 +64,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from evoforge.evaluators.compat.toolchains import ToolchainAccess, ToolchainError, toolchain_access
 from evoforge.evaluators.evaluator_source import evaluator_functions, parse_source, top_level_statements
 from evoforge.evaluators.task_yaml import (
     DEFAULT_LEVELS,
@@ -128,6 +132,7 @@ class Task:
     kind: str = "program"  # the artifact kind (infra/artifacts/): program, files
     files: tuple[str, ...] = ()  # a files task's evolvable files
     calls_task_model: bool = False  # task.yaml task_model: its sandboxed evaluations may call it
+    toolchain: ToolchainAccess = ToolchainAccess()  # tools behind closed folders (compat/toolchains.py)
 
     @property
     def is_python(self) -> bool:
@@ -242,6 +247,11 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     _check_levels(levels, level_aware, cascade, case_based)
     thresholds = tuple(settings.get("cascade_thresholds") or OPENEVOLVE_THRESHOLDS)
     objective = settings.get("objective", {})
+    try:
+        toolchain = (ToolchainAccess() if kind in TASK_MODEL_KINDS
+                     else toolchain_access(evaluator_path, language))
+    except ToolchainError as exc:
+        raise TaskError(f"{EVALUATOR}: {exc}") from None
     sources = []
     if ours is not None:
         sources.append(TASK_YAML)
@@ -272,6 +282,7 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
         kind=kind,
         files=tuple(files),
         calls_task_model=settings.get("task_model", False),
+        toolchain=toolchain,
     )
 
 
