@@ -38,6 +38,7 @@ def run_algorithms(ns: argparse.Namespace) -> int:
     rows = algorithm_rows()
     print(json.dumps(rows, indent=2) if ns.json else render(rows))
     if not ns.json:
-        print("run one: evoforge run TASK --algorithm NAME (or a .py file: README, \"Write an algorithm in "
-              "one file\"); evoforge stages --algorithm NAME shows its pipeline in full", file=sys.stderr)
+        print("run one: evoforge run TASK --algorithm NAME (or a .py file: docs/extend/algorithm.md, "
+              "\"Write an algorithm\"); evoforge stages --algorithm NAME shows its pipeline in full",
+              file=sys.stderr)
     return 0

@@ -1,5 +1,5 @@
 """The `evoforge` command line: run, status, leaderboard, best, report, tasks, stages, algorithms,
-llm-sim, bench, cognition, deploy, serve-llm."""
+llm-sim, bench, cognition, deploy, serve-llm, doctor."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from evoforge.flows.algorithms_cli import add_algorithms_parser, run_algorithms
 from evoforge.flows.bench_cli import add_bench_parser, run_bench
 from evoforge.flows.cognition_cli import add_cognition_parser, run_cognition
 from evoforge.flows.deploy_cli import DeployArgError, add_deploy_parser, run_deploy
+from evoforge.flows.doctor_cli import add_doctor_parser, run_doctor
 from evoforge.flows.serve_llm_cli import add_serve_llm_parser, run_serve_llm
 from evoforge.flows.stages_cli import add_stages_parser, run_stages
 from evoforge.infra.config import RunConfig
@@ -123,8 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=_parse_workers,
                      help="workers per stage, e.g. research=8,engineer=2,analyze=4 (see evoforge stages)")
     run.add_argument("--plugin", action="append", metavar="FILE",
-                     help="a stage plug-in: a .py file or a module name (repeatable; see README)")
-    run.add_argument("--algorithm", help="a name (evoforge algorithms) or a .py file (see README)")
+                     help="a stage plug-in: a .py file or a module name (repeatable; docs/extend/stage.md)")
+    run.add_argument("--algorithm",
+                     help="a name (evoforge algorithms) or a .py file (docs/extend/algorithm.md)")
     run.add_argument("--seed", type=int)
     run.add_argument("--sampler", help="parent sampler: greedy, uniform, ucb1, map_elites, islands")
     run.add_argument("--staleness", choices=["full", "guarded", "reflective"], help="staleness policy")
@@ -162,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_cognition_parser(sub)
     add_deploy_parser(sub)
     add_serve_llm_parser(sub)
+    add_doctor_parser(sub)
     return parser
 
 
@@ -225,6 +228,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
     check_tracking_server(cfg)
     request = RunRequest(task=ns.task, run_dir="", config=cfg, prefect_tasks=not ns.no_prefect_tasks,
                          quiet=ns.quiet)
+    asked_off = not cfg.cognition.enabled
     prepared = prepare(request)  # once: the task loaded, the backend made (checked in the flow's loop)
     cfg = prepared.config  # with the algorithm's defaults
     run_dir = ns.run_dir or workspace / prepared.task.name
@@ -233,9 +237,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
     print(f"[evoforge] task {prepared.task.name}, run folder {run_dir}, algorithm {cfg.engine.algorithm}, "
           f"mode {cfg.engine.mode}, budget {cfg.budget.max_evals} evaluations", file=sys.stderr)
     base = prepared.cognition
-    print(f"[evoforge] cognition base {base.folder}: {base.count()} items, embedder "
-          f"{base.embedder.name}" if base is not None
-          else "[evoforge] cognition base off (cognition.enabled: false)", file=sys.stderr)
+    if base is not None:
+        print(f"[evoforge] cognition base {base.folder}: {base.count()} items, embedder "
+              f"{base.embedder.name}", file=sys.stderr)
+    elif asked_off:  # else prepare has said why it is off
+        print("[evoforge] cognition base off (cognition.enabled: false)", file=sys.stderr)
     target = tracking_target(workspace.resolve(), prepared.task.name, cfg.tracking.tracking_uri,
                              cfg.tracking.experiment)
     print(f"[evoforge] MLflow: {target.uri}, experiment {target.experiment}" if cfg.tracking.mlflow
@@ -264,6 +270,7 @@ def cmd_run(ns: argparse.Namespace) -> int:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     from evoforge.cognition.errors import CognitionError
+    from evoforge.evaluators.scratch import ScratchError
     from evoforge.evaluators.task import TaskError
     from evoforge.flows.commands import NoRunError, OutputError
     from evoforge.flows.session import RunDirError
@@ -274,7 +281,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from evoforge.stages.evaluation.dask_executor import DaskSetupError
 
     return (TaskError, ConfigError, RunDirError, LLMUnreachable, StoreBusyError, NoRunError,
-            SimArgError, CognitionError, DeployArgError, VLLMLaunchError, DaskSetupError, OutputError)
+            SimArgError, CognitionError, DeployArgError, VLLMLaunchError, DaskSetupError, OutputError,
+            ScratchError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_deploy(ns)
         if ns.command == "serve-llm":
             return run_serve_llm(ns)
+        if ns.command == "doctor":
+            return run_doctor(ns)
         from evoforge.infra.llm_sim.server import serve
 
         try:

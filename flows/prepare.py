@@ -21,9 +21,10 @@ from pydantic import BaseModel, ConfigDict
 
 from evoforge.cognition.embeddings import make_embedder
 from evoforge.cognition.errors import CognitionError
-from evoforge.cognition.minilm import require_extra
+from evoforge.cognition.onnx_embedder import require_packages
 from evoforge.cognition.seeding import task_seeds
 from evoforge.cognition.store import CognitionBase
+from evoforge.evaluators.isolation_notice import announce_isolation
 from evoforge.evaluators.task import Task, load_task
 from evoforge.evaluators.task_model import TaskChannel, TaskModule
 from evoforge.evaluators.task_model_client import TaskModelClient
@@ -80,6 +81,8 @@ class Prepared:
 
     async def check_llm(self, announce: bool = False) -> None:
         """Confirm an LLM server answers (once); with `announce`, say which backend runs."""
+        if announce and not self.checked:  # what the sandbox cannot protect here, in one line each
+            await announce_isolation(self.config.sandbox.isolate)
         if not self.checked and isinstance(self.llm, Router):
             described = await self.llm.check()
             if announce:
@@ -244,12 +247,11 @@ def open_cognition(cfg: RunConfig, workspace: Path, task: Task) -> CognitionBase
     """The workspace's cognition base (shared by runs), with the task's seed items added."""
     if not cfg.cognition.enabled:
         return None
-    if cfg.cognition.embedding == "minilm" and "embedding" not in cfg.cognition.model_fields_set:
+    if cfg.cognition.embedding == "onnx" and "embedding" not in cfg.cognition.model_fields_set:
         try:
-            require_extra()
-        except CognitionError as exc:  # the default, on a plain install: say so, and run without
+            require_packages()
+        except CognitionError as exc:  # the default, its packages missing: say so once, run without
             print(f"[evoforge] cognition base off: {exc}", file=sys.stderr)
-            log.warning("cognition base off: %s", exc)
             cfg.cognition.enabled = False  # so the run's config says so, and learn is left out
             return None
     base = CognitionBase(workspace / "cognition", make_embedder(cfg.cognition))

@@ -25,8 +25,8 @@ QUICK = "cognition: {enabled: false}\nanalyze: {enabled: false}\n"  # no embedde
 
 
 def readme_algorithm(tmp_path: Path) -> Path:
-    """The README's one-file algorithm, written out as a user would save it."""
-    text = (REPO / "README.md").read_text()
+    """The docs' one-file algorithm (docs/extend/algorithm.md), written out as a user would save it."""
+    text = (REPO / "docs" / "extend" / "algorithm.md").read_text()
     (code,) = re.findall(r"```python\n(\"\"\"research_only\.py:.*?)```", text, re.S)
     path = tmp_path / "research_only.py"
     path.write_text(code)

@@ -1,4 +1,5 @@
-"""README.md is part of the product: its commands and config reference must stay true."""
+"""README.md is part of the product: it opens with the commands CI runs, and what it and the docs
+tell a user to run works as written (tests/test_docs.py checks every block of both)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
-from pydantic import BaseModel
 
 from evoforge.flows.cli import build_parser, main
-from evoforge.infra.config import RunConfig
-from evoforge.infra.config_load import load_config
+from tests.test_docs import blocks, evoforge_commands
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
@@ -28,51 +26,17 @@ def test_readme_opens_with_the_run_command_and_the_test_command_ci_runs():
     assert ci[-1] == second.strip()
 
 
-def test_the_config_reference_is_the_full_default_config(tmp_path):
-    (block,) = [b for b in _blocks("yaml") if b.startswith("seed: 0\n")]
-    path = tmp_path / "c.yaml"
-    path.write_text(block)
-    assert load_config(path, environ={}) == RunConfig()
-    # and it names every key there is
-    def keys(d, model, prefix=""):  # a section's keys; a mapping-valued key (engine.workers) is one key
-        out = set()
-        for k, v in d.items():
-            out.add(prefix + k)
-            if isinstance(v, dict) and isinstance(getattr(model, k, None), BaseModel):
-                out |= keys(v, getattr(model, k), prefix + k + ".")
-        return out
-    def fields(model, prefix=""):  # every key, the ones left out of dumps (secrets) included
-        out = set()
-        for name in type(model).model_fields:
-            out.add(prefix + name)
-            value = getattr(model, name)
-            if isinstance(value, BaseModel):
-                out |= fields(value, prefix + name + ".")
-        return out
-    assert keys(yaml.safe_load(block), RunConfig()) == fields(RunConfig())
-
-
-def _evoforge_commands() -> list[list[str]]:
-    """Every `evoforge …` line of README's bash blocks (after any VAR=value prefixes), as argv."""
-    out = []
-    for block in _blocks("bash"):
-        for line in block.splitlines():
-            words = line.split("#")[0].replace("&", "").split()
-            while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
-                words = words[1:]
-            if words[:1] == ["evoforge"]:
-                out.append(words[1:])
-    return out
-
-
-def test_the_cli_lines_in_the_readme_parse():
+def test_the_readme_tours_the_commands_a_newcomer_needs():
+    """README is short; what it shows parses (every block of README and docs/ is checked in
+    tests/test_docs.py, the generated config reference against the models included)."""
+    assert len(README.splitlines()) <= 200
     parser = build_parser()
-    commands = _evoforge_commands()
-    assert len(commands) >= 15
+    commands = evoforge_commands(only="README.md")
+    assert {argv[0] for argv in commands} >= {"run", "status", "leaderboard", "best", "report", "tasks",
+                                              "llm-sim", "stages", "algorithms", "doctor"}
     for argv in commands:
-        if argv == ["--version"]:
-            continue  # argparse prints it and exits: run for real below
-        parser.parse_args(argv)
+        if argv != ["--version"]:
+            parser.parse_args(argv)
 
 
 READ_ONLY = ("status", "leaderboard", "best", "report", "tasks", "--version")
@@ -80,13 +44,14 @@ READ_ONLY = ("status", "leaderboard", "best", "report", "tasks", "--version")
 
 @pytest.mark.slow
 def test_the_readmes_commands_on_a_run_work_as_written(tmp_path, monkeypatch, capsys):
-    """Run README's commands that read a run, as written, from a folder holding a finished run."""
+    """Run the commands of README and docs/ that read a run, as written, from a folder holding a
+    finished run of each task they read."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "c.yaml").write_text("cognition: {enabled: false}\nanalyze: {enabled: false}\n")
-    for task in ("circle_packing", "tour_files"):  # the tasks README's commands read runs of
+    for task in ("circle_packing", "tour_files"):  # the tasks the docs' commands read runs of
         assert main(["run", task, "--max-evals", "6", "--config", "c.yaml", "--no-mlflow", "--quiet"]) == 0
     ran = []
-    for argv in _evoforge_commands():
+    for argv in evoforge_commands():
         if argv[0] not in READ_ONLY:
             continue
         capsys.readouterr()
@@ -106,14 +71,14 @@ def test_the_readmes_commands_on_a_run_work_as_written(tmp_path, monkeypatch, ca
         p.name: p.read_text() for p in best_files.iterdir()} and len(list(best_files.iterdir())) == 2
 
 
-def test_the_readme_stage_example_plugs_in_and_records_its_data(tmp_path):
+def test_the_docs_stage_example_plugs_in_and_records_its_data(tmp_path):
     import asyncio
 
     from evoforge.stages.pipeline.plugins import load_plugins
     from evoforge.stages.sinks.base import Event, EventKind
     from tests.engine_fakes import FakeEngineer, FakeResearch, Log, make_harness
 
-    (example,) = [b for b in _blocks("python") if b.startswith('"""diff_size.py:')]
+    (example,) = [b.body for b in blocks("python") if b.body.startswith('"""diff_size.py:')]
     path = tmp_path / "diff_size.py"
     path.write_text(example)
     (stage,) = load_plugins([str(path)])

@@ -25,8 +25,8 @@ from tests.helpers import REPO, read_nodes, read_status
 
 
 def readme_plugin(tmp_path: Path) -> Path:
-    """The README's one-file stage, written out as a user would save it."""
-    text = (REPO / "README.md").read_text()
+    """The docs' one-file stage (docs/extend/stage.md), written out as a user would save it."""
+    text = (REPO / "docs" / "extend" / "stage.md").read_text()
     (code,) = re.findall(r"```python\n(\"\"\"diff_size\.py:.*?)```", text, re.S)
     path = tmp_path / "diff_size.py"
     path.write_text(code)

@@ -1,8 +1,8 @@
 """The algorithm contract: which stages make up a run, which artifact kinds it evolves, and the
 config it sets unless the user did.
 
-An algorithm is one module holding one `Algorithm` subclass (README, "Write an algorithm in one
-file"); the engine, the sinks and the samplers never ask which one is running:
+An algorithm is one module holding one `Algorithm` subclass (docs/extend/algorithm.md,
+"Write an algorithm"); the engine, the sinks and the samplers never ask which one is running:
 
     >>> from evoforge.infra.config import RunConfig
     >>> from evoforge.stages.engineer import Engineer

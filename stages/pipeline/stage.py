@@ -5,8 +5,8 @@ many workers it runs, an async `run(item, ctx) -> StageResult`, and optionally d
 on each node (a `NodeData` dataclass) and sinks that record it. The engine (flows/engine.py)
 gives each stage a `StagePool` (queue, workers, meters) and knows nothing else about it. A stage
 never changes shared state: it works on a private copy of the item's node (`item.node.copy()`)
-and returns it; only the head applies results to the run. A new stage is a new file (README,
-"Writing a stage"), loaded with `--plugin FILE` (or `engine.plugins`), placed behind the stage
+and returns it; only the head applies results to the run. A new stage is a new file (docs/extend/stage.md,
+"Write a stage"), loaded with `--plugin FILE` (or `engine.plugins`), placed behind the stage
 it names in `after`:
 
     class Tally(Stage):
