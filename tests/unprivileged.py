@@ -13,6 +13,7 @@ the kernel refuses the user any new user namespace, as a host with them disabled
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import subprocess
@@ -59,10 +60,20 @@ def run_as_user(argv: list[str], home: Path, env: dict[str, str] | None = None,
                 forbid_userns: bool = False, timeout: float = 900.0,
                 expose: tuple[Path, ...] = ()) -> subprocess.CompletedProcess[str]:
     """Run ``argv`` as the test user in ``REPO`` (see the module doc), output captured."""
-    user = ensure_user()
+    ensure_user()  # made here, once, before any launcher looks it up
     paths = sorted({*needed_paths(), REPO, *(p.resolve() for p in expose)})
-    return subprocess.run(argv, cwd=REPO, env=env or user_env(home), capture_output=True, text=True,
-                          timeout=timeout, preexec_fn=_drop(user, paths, forbid_userns))
+    launcher = [sys.executable, "-m", "tests.unprivileged", json.dumps(argv),
+                json.dumps([str(p) for p in paths]), "forbid" if forbid_userns else "allow"]
+    return subprocess.run(launcher, cwd=REPO, env=env or user_env(home), capture_output=True, text=True,
+                          timeout=timeout)  # a fresh single-threaded Python does the rest: see _launch
+
+
+def _launch(argv: list[str], paths: list[str], forbid_userns: bool) -> None:
+    """(Forbid user namespaces,) cover, drop to the user, then exec ``argv``: in a process of its own,
+    because ``unshare(CLONE_NEWUSER)`` refuses a threaded process, and a child forked from a test
+    process may be one (LanceDB's fork handler starts threads in the child once it is loaded)."""
+    _drop(ensure_user(), [Path(p) for p in paths], forbid_userns)()
+    os.execvp(argv[0], argv)
 
 
 def _drop(user: pwd.struct_passwd, paths: list[Path], forbid_userns: bool) -> Callable[[], None]:
@@ -113,3 +124,7 @@ def _enter_forbidding_userns() -> None:
 def python(code: str) -> list[str]:
     """The command that runs ``code`` in this interpreter."""
     return [sys.executable, "-c", code]
+
+
+if __name__ == "__main__":
+    _launch(json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "forbid")
