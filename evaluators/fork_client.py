@@ -106,8 +106,9 @@ class WarmChild:
 
     async def _next(self, wait_s: float | None = _REPLY_TIMEOUT_S) -> dict | None:
         loop = asyncio.get_running_loop()
-        try:
-            data = await asyncio.wait_for(loop.sock_recv(self.reply, MAX_MESSAGE), wait_s)
+        try:  # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancel that meets the reply
+            async with asyncio.timeout(wait_s):
+                data = await loop.sock_recv(self.reply, MAX_MESSAGE)
         except (TimeoutError, OSError):
             return None
         return json.loads(data) if data else None
