@@ -38,6 +38,7 @@ from evoforge.evaluators.fitness import objective_score
 from evoforge.evaluators.io_threads import off_loop
 from evoforge.evaluators.sandbox import SandboxLimits, SandboxResult, run_sandboxed, scratch_dir
 from evoforge.evaluators.task import EVALUATOR, Task
+from evoforge.evaluators.task_files import TaskFiles
 from evoforge.evaluators.task_model_link import open_link
 from evoforge.evaluators.warm import COMPAT_DIR, WARM, ForkServer, ServerGone
 
@@ -202,11 +203,11 @@ async def _run_at_level(task: Task, code: str, level: str, params: dict[str, Any
 def _prepare(task: Task, code: str, workdir: Path, files: dict[str, str], warm: bool) -> ForkServer | None:
     """Fill `workdir` with the task folder, the candidate (the files it changed) and `files`;
     with `warm`, the task's fork server (None: run cold). One trip to the file-work threads."""
-    shutil.copytree(
+    shutil.copytree(  # what the task's .evoforgeignore lists stays home, as on Dask (task_files.py)
         task.root,
         workdir,
         dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        ignore=TaskFiles.of(task.root).copy_ignore(task.root),
     )
     task.artifact.write(code, task.initial_code, workdir)
     for name, text in files.items():

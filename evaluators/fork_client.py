@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -73,16 +74,36 @@ class WarmChild:
         self._watch: asyncio.Task | None = None
         self._closed = False
 
-    async def attach(self, out_r: int, err_r: int, output_bytes: int) -> None:
+    async def attach(self, fds: list[int], output_bytes: int) -> None:
+        """Read the child's stdout and stderr (``fds``: each is set to -1 once a pipe owns it)."""
         loop = asyncio.get_running_loop()
         both = [loop.create_future(), loop.create_future()]
-        for fd, done in zip((out_r, err_r), both, strict=True):
-            self._pipes.append(await loop.connect_read_pipe(
-                lambda d=done: _PipeTail(output_bytes, d), os.fdopen(fd, "rb", buffering=0)))
+        for i, done in enumerate(both):
+            pipe, fds[i] = os.fdopen(fds[i], "rb", buffering=0), -1  # closed by its transport now
+            self._pipes.append(await loop.connect_read_pipe(lambda d=done: _PipeTail(output_bytes, d), pipe))
         asyncio.gather(*both).add_done_callback(lambda _: _resolve(self.closed))
 
     async def started(self) -> None:
-        """Wait for the server to say the child's pid, then watch for its exit."""
+        """Wait for the server to say the child's pid, then watch for its exit; cancelled
+        meanwhile, still learn the pid and kill the child (it runs already), then re-raise."""
+        answer = asyncio.ensure_future(self._started())
+        try:
+            await asyncio.shield(answer)
+        except asyncio.CancelledError:
+            await asyncio.wait({answer})
+            if not answer.cancelled() and answer.exception() is None:
+                self.kill()
+            raise
+
+    def kill(self) -> None:
+        """SIGKILL the child's process group (its session) and its pids cgroup."""
+        if self.pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+
+    async def _started(self) -> None:
         message = await self._next()
         if message is None or "pid" not in message:
             self.close()
@@ -241,8 +262,11 @@ class ForkServer:
                 for fd in (out_w, err_w):
                     os.close(fd)
                 theirs.close()
-            await child.attach(out_r, err_r, spec.output_bytes)
-            out_r = err_r = -1
+            pipes = [out_r, err_r]
+            try:
+                await child.attach(pipes, spec.output_bytes)
+            finally:
+                out_r, err_r = pipes
             await child.started()
         except BaseException:
             for fd in (out_r, err_r):

@@ -10,15 +10,17 @@ concurrent evaluation, from ``uid_base``) before it execs:
 - **network**: a fresh network namespace has only a downed loopback, so ``connect`` to any
   address, the host's LLM server included, fails with "Network is unreachable";
 - **filesystem**: every mount is remounted read-only in the child's namespace except its private
-  directory (bind-mounted onto itself) and a private ``/dev/shm``; directories the uid may not
-  enter (e.g. ``/root``, mode 0700, where pyenv puts the interpreter) are covered with an empty
-  tmpfs that exposes only the paths Python needs, so nothing else of them is visible;
+  directory (a tmpfs of ``scratch_mb`` holding a copy of what was prepared there: scratch.py)
+  and a private ``/dev/shm``; ``$HOME``, ``/tmp``, ``/var/tmp``, ``/run/user/<uid>``, the run's
+  workspace and the directories the uid may not enter on the way to what Python needs (e.g.
+  ``/root``, mode 0700, where pyenv puts the interpreter) are covered with an empty tmpfs that
+  exposes only the paths Python needs (covers.py), so nothing else of them is visible;
 - **processes**: as that uid the child can neither read other processes' ``/proc/*/environ``
   nor signal them (the orchestrator included), and RLIMIT_NPROC counts only its own processes.
 
 As an ordinary user (``userns``, userns.py) the child makes its own user, mount, network, IPC
-and pid namespaces instead: the same read-only filesystem and no network, the user's private
-places covered, and the candidate pid 1 of a pid namespace with its own ``/proc``. Where neither
+and pid namespaces instead: the same read-only filesystem and covers, no network, and the
+candidate pid 1 of a pid namespace with its own ``/proc``. Where neither
 works (``none``: the kernel forbids user namespaces, not Linux, ...) the sandbox falls back to
 rlimits, a scrubbed environment and its own process group, ``Availability.missing`` says what is
 missing and how to get it, and the run says so in one line at start (isolation_notice.py).
@@ -50,6 +52,7 @@ from functools import cache
 from pathlib import Path
 
 from evoforge.evaluators import userns, userns_exec
+from evoforge.evaluators.covers import child_covers, closed_folder_covers
 from evoforge.evaluators.mounts import (
     LIBC,
     MS,
@@ -65,15 +68,13 @@ from evoforge.evaluators.mounts import (
     call,
     current_mounts,
     mount,
-    needed_paths,
-    outermost,
 )
-from evoforge.evaluators.scratch import ScratchError, scratch_root
+from evoforge.evaluators.scratch import DEFAULT_SCRATCH_MB, ScratchError, limit_workdir, scratch_root
 from evoforge.evaluators.userns import UsernsPlan
 
 __all__ = ["UID_BASE", "UID_COUNT", "UIDS", "Availability", "IsolationError", "IsolationPlan", "Plan",
-           "ScratchError", "UsernsPlan", "availability", "confine", "hand_over", "kill_uid", "plan_for",
-           "plan_from_json", "scratch_root", "uid_processes"]
+           "ScratchError", "UsernsPlan", "availability", "closed_folder_covers", "confine", "hand_over",
+           "kill_uid", "plan_for", "plan_from_json", "scratch_root", "uid_processes"]
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
 _SHM_OPTIONS = b"mode=1777,size=64m"
 _PR_SET_PDEATHSIG = 1
+_FILESYSTEM = ("read-only except its private directory (a tmpfs of sandbox.scratch_mb); $HOME, /tmp, "
+               "/var/tmp, /run/user and the workspace hidden (own mount namespace)")
 _SETUP_FAILED = 126  # the probe's child could not isolate itself (why: its stderr)
 _NO_USERNS = "unprivileged user namespaces are disabled"
 _NO_USERNS_FIX = ("sysctl -w kernel.unprivileged_userns_clone=1, "
@@ -98,20 +101,24 @@ class IsolationPlan:
     workdir: str
     mounts: tuple[Mount, ...]
     covers: tuple[Cover, ...]
+    scratch_mb: int = DEFAULT_SCRATCH_MB
     kind = "root-uid"
 
     def to_json(self) -> dict:
         """The plan as JSON-able data, for a fork server to apply in its children."""
         return {"kind": self.kind, "uid": self.uid, "workdir": self.workdir,
                 "mounts": [[m.path, m.flags] for m in self.mounts],
-                "covers": [[c.directory, list(c.expose)] for c in self.covers]}
+                "covers": [[c.directory, list(c.expose), list(c.writable)] for c in self.covers],
+                "scratch_mb": self.scratch_mb}
 
     @classmethod
     def from_json(cls, data: dict) -> IsolationPlan:
         """The plan ``to_json`` wrote."""
         return cls(uid=int(data["uid"]), workdir=str(data["workdir"]),
                    mounts=tuple(Mount(str(p), int(f)) for p, f in data["mounts"]),
-                   covers=tuple(Cover(str(d), tuple(map(str, e))) for d, e in data["covers"]))
+                   covers=tuple(Cover(str(d), tuple(map(str, e)), tuple(map(str, w)))
+                                for d, e, w in data["covers"]),
+                   scratch_mb=int(data["scratch_mb"]))
 
     def apply_in_child(self, parent: int, cloned: bool = False) -> bool:
         """Namespaces, read-only mounts, then the dedicated uid; raises IsolationError. False:
@@ -119,8 +126,8 @@ class IsolationPlan:
         ``cloned``: a root child is forked plainly)."""
         call("unshare", LIBC.unshare(_CLONE_NEWNS | _CLONE_NEWNET))
         mount(b"none", b"/", None, MS_REC | MS_PRIVATE)
-        mount(self.workdir.encode(), self.workdir.encode(), None, MS_BIND | MS_REC)
-        for one in self.mounts:  # the workdir's own bind is not in the list: it stays writable
+        limit_workdir(self.workdir, self.scratch_mb, owner=self.uid)
+        for one in self.mounts:  # the workdir's own tmpfs is not in the list: it stays writable
             mount(None, one.path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY | one.flags)
         mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS["nosuid"] | MS["nodev"], _SHM_OPTIONS)
         for cover in self.covers:
@@ -159,24 +166,6 @@ def confine(plan: Plan | None, rlimits: list[tuple[int, int, int]], parent: int,
         if os.getppid() != parent:  # the parent died before the line above
             os._exit(1)
 
-
-def _enterable(directory: Path) -> bool:
-    """Whether a uid that is neither owner nor in the group may pass through ``directory``."""
-    try:
-        return bool(directory.stat().st_mode & 0o001)
-    except OSError:
-        return False
-
-
-def closed_folder_covers(paths: list[Path]) -> tuple[Cover, ...]:
-    """Group the paths behind an unenterable directory by that directory (the topmost one)."""
-    by_dir: dict[Path, list[Path]] = {}
-    for path in paths:
-        blocked = next((a for a in reversed(path.parents) if a != Path("/") and not _enterable(a)), None)
-        if blocked is not None:
-            by_dir.setdefault(blocked, []).append(path)
-    return tuple(Cover(str(directory), tuple(map(str, outermost(exposed))))
-                 for directory, exposed in sorted(by_dir.items()))
 
 class _UidPool:
     """Hands out the dedicated uids, one per evaluation running at once on this machine.
@@ -241,34 +230,31 @@ class Availability:
             return {"isolation": self.kind,
                     "user": f"dedicated uid {UID_BASE}-{UID_BASE + UID_COUNT - 1}, one per evaluation",
                     "network": "denied (own network namespace)",
-                    "filesystem": "read-only except its private directory (own mount namespace)",
+                    "filesystem": _FILESYSTEM,
                     "processes": "out of reach (another uid)"}
         if self.kind == "userns":
             return {"isolation": self.kind,
                     "user": "evoforge's own uid in its own user namespace, without capabilities",
                     "network": "denied (own network namespace)",
-                    "filesystem": "read-only except its private directory; /tmp, $HOME and /run/user "
-                                  "hidden (own mount namespace)",
+                    "filesystem": _FILESYSTEM,
                     "processes": "out of sight (own pid namespace, its own /proc)"}
         return {"isolation": "none", "user": f"same as evoforge ({self.reason})", "network": "allowed",
                 "filesystem": "writable where evoforge's user may write",
                 "processes": "visible and signalable (same uid)"}
 
 
-def plan_for(workdir: Path, uid: int | None, expose: tuple[str, ...] = ()) -> Plan:
+def plan_for(workdir: Path, uid: int | None, expose: tuple[str, ...] = (), hide: tuple[str, ...] = (),
+             scratch_mb: int = DEFAULT_SCRATCH_MB) -> Plan:
     """The isolation of one child in ``workdir``: as the dedicated ``uid`` (root), or in its own
     user namespace (``uid`` None); ``expose``: more paths it may read where it could not enter
-    (e.g. a toolchain under ``/root`` or ``$HOME``)."""
+    (e.g. a toolchain under ``/root`` or ``$HOME``); ``hide``: places it must never see (the run's
+    workspace and run folder); ``scratch_mb``: what it may write in its directory (covers.py,
+    scratch.py)."""
     if uid is None:
-        return userns.plan_for(workdir, expose)
-    return IsolationPlan(uid=uid, workdir=str(workdir), mounts=current_mounts(), covers=_covers_for(expose))
-
-
-@cache
-def _covers_for(expose: tuple[str, ...]) -> tuple[Cover, ...]:
-    """The covers of a child that may read ``expose`` too (found once per process: a hot path)."""
-    extra = [Path(p).expanduser().resolve() for p in expose if Path(p).expanduser().exists()]
-    return closed_folder_covers(sorted(set(needed_paths() + extra)))
+        return userns.plan_for(workdir, expose, hide, scratch_mb)
+    workdir = workdir.resolve()
+    return IsolationPlan(uid=uid, workdir=str(workdir), mounts=current_mounts(),
+                         covers=child_covers(workdir, expose, hide, closed=True), scratch_mb=scratch_mb)
 
 
 def hand_over(workdir: Path, uid: int) -> None:

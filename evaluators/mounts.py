@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+# evoforge's own package folders (an editable install maps each of them; a wheel has them in one)
+PACKAGE_DIRS = tuple(PACKAGE_ROOT / name for name in ("flows", "stages", "evaluators", "cognition", "infra"))
 LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 MS = {"ro": 1, "nosuid": 2, "nodev": 4, "noexec": 8, "noatime": 1024, "nodiratime": 2048,
       "relatime": 1 << 21, "strictatime": 1 << 24}
@@ -103,12 +105,26 @@ def current_mounts() -> tuple[Mount, ...]:
     return tuple(mounts)
 
 
-def needed_paths() -> list[Path]:
-    """What a child's Python needs to read: its prefixes, its import path, evoforge itself."""
-    paths = {Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
-             Path(os.path.realpath(sys.executable)).parent, PACKAGE_ROOT}
-    paths.update(Path(p) for p in sys.path if p and os.path.isabs(p))
-    return sorted(p.resolve() for p in paths if p.exists())
+def python_prefixes() -> set[Path]:
+    """The running Python's prefixes (a venv's and its base interpreter's)."""
+    return {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+
+
+def needed_paths(cwd: str | None = None, sys_path: tuple[str, ...] | None = None) -> list[Path]:
+    """What a child's Python needs to read: its prefixes, its import path, evoforge's own package
+    folders. What only this process imports from is no need: the working directory (``cwd``), the
+    first import path entry (the script's folder, or the working directory of ``python -m``), the
+    ``PYTHONPATH`` entries (a child's environment has none of them) and evoforge's source checkout
+    (an editable install's root: its package folders are named)."""
+    entries = list(sys.path if sys_path is None else sys_path)
+    paths = {*python_prefixes(), Path(os.path.realpath(sys.executable)).parent, *PACKAGE_DIRS}
+    own = [cwd if cwd is not None else os.getcwd(), *entries[:1],
+           *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+    skip = {Path(p).resolve() for p in own if p and os.path.isabs(p)} | {PACKAGE_ROOT}
+    for entry in entries:
+        if entry and os.path.isabs(entry) and Path(entry).resolve() not in skip:
+            paths.add(Path(entry))
+    return sorted({p.resolve() for p in paths if p.exists()})
 
 
 def outermost(paths: list[Path]) -> list[Path]:

@@ -5,8 +5,9 @@ memory, CPU time, file size and open files, and a process limit: a per-run ``pid
 running as root (root ignores RLIMIT_NPROC), else RLIMIT_NPROC. It is also isolated where the
 host allows (isolation.py): as root, its own mount and network namespaces and a dedicated
 unprivileged uid; as another user, its own user, mount, network and pid namespaces (userns.py).
-Either way it can reach no network, write nowhere but its directory, and neither read nor signal
-the run's processes.
+Either way it can reach no network, write nowhere but its directory (a tmpfs of ``scratch_mb``),
+see neither ``$HOME``, the temp folders nor the run's workspace (``hide``), and neither read nor
+signal the run's processes.
 Its result travels on a dedicated pipe whose descriptor number is in ``EVOFORGE_RESULT_FD``;
 stdout and stderr are only kept as tails. The pipe is read either whole (one JSON object, the
 default) or as JSON lines handed to an ``on_line`` hook as they arrive; the hook returning False
@@ -35,6 +36,7 @@ from evoforge.evaluators.cgroup_pids import PidsCgroup, pids_cgroup_parent, proc
 from evoforge.evaluators.io_threads import off_loop
 from evoforge.evaluators.launch import COLD, ChildSpec, Launcher, child_env
 from evoforge.evaluators.sandbox_io import ResultProtocol
+from evoforge.evaluators.scratch import DEFAULT_SCRATCH_MB
 
 _READER_GRACE_S = 2.0
 _SIGNAL_CAUSES = {
@@ -59,6 +61,8 @@ class SandboxLimits:
     max_open_files: int = 512
     isolate: bool = True  # no network, read-only filesystem, no sight of the run, where available
     expose: tuple[str, ...] = ()  # isolated: more paths it may read behind closed folders
+    hide: tuple[str, ...] = ()  # isolated: places it never sees (the run's workspace and run folder)
+    scratch_mb: int = DEFAULT_SCRATCH_MB  # isolated: what it may write in its directory (a tmpfs)
     warm: bool = True  # harness runs: forked from a fork server with the imports loaded (warm.py)
     output_bytes: int = 65536
 
@@ -209,9 +213,9 @@ async def run_sandboxed(
     uid, own = isolation.UIDS.take() if kind == "root-uid" else (None, False)
     plan: isolation.Plan | None = None
     if uid is not None:
-        plan = await off_loop(_hand_over, Path(workdir), uid, limits.expose)
+        plan = await off_loop(_hand_over, Path(workdir), uid, limits)
     elif kind == "userns":
-        plan = isolation.plan_for(Path(workdir), None, limits.expose)
+        plan = isolation.plan_for(Path(workdir), None, limits.expose, limits.hide, limits.scratch_mb)
     parent = pids_cgroup_parent() if mechanism == "cgroup-pids" and not launcher.makes_cgroup else None
     cgroup = PidsCgroup.create(parent, limits.max_procs) if parent is not None else None
     # the pids cgroup caps and finds every process of the run; without one, RLIMIT_NPROC caps it
@@ -234,9 +238,9 @@ async def run_sandboxed(
             isolation.UIDS.give_back(uid)  # type: ignore[arg-type]
 
 
-def _hand_over(workdir: Path, uid: int, expose: tuple[str, ...]) -> isolation.Plan:
+def _hand_over(workdir: Path, uid: int, limits: SandboxLimits) -> isolation.Plan:
     isolation.hand_over(workdir, uid)
-    return isolation.plan_for(workdir, uid, expose)
+    return isolation.plan_for(workdir, uid, limits.expose, limits.hide, limits.scratch_mb)
 
 
 async def _run(argv: list[str], workdir: Path, env: dict[str, str] | None,

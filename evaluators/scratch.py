@@ -3,17 +3,25 @@
 As root, ``<tmp>/evoforge-sandbox``: root-owned and enterable (0711) so that each dedicated uid
 reaches its own directory, on a tmpfs. As any other user, ``<tmp>/evoforge-sandbox-<uid>``,
 created 0700 and refused (``ScratchError``, one line) when it is a symlink or another uid's, so
-two users' runs on one machine never share, block or hijack one path. Example::
+two users' runs on one machine never share, block or hijack one path.
+
+An isolated child (either kind) writes into a tmpfs of its own: ``limit_workdir`` mounts one of
+``scratch_mb`` on its private directory in its own mount namespace and copies in what was
+prepared there, so a candidate that fills it gets "No space left on device" alone (the parent
+keeps its own view of the directory, and reads the result from a pipe, not from it). Example::
 
     workdir = tempfile.mkdtemp(prefix="evoforge-eval-", dir=scratch_root())
+    limit_workdir(str(workdir), 1024, owner=57001)   # in the child, before it drops root
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
+import shutil
 import stat
 import tempfile
 from functools import cache
@@ -24,6 +32,8 @@ from evoforge.evaluators.mounts import LIBC, MS, IsolationError, mount
 log = logging.getLogger(__name__)
 
 _SCRATCH_TMPFS = b"mode=0711,size=25%"  # the private directories' tmpfs (a quarter of the RAM at most)
+DEFAULT_SCRATCH_MB = 1024  # what one isolated evaluation may write (sandbox.scratch_mb)
+_INODES_PER_MB = 64  # files a scratch tmpfs may hold per MB (an inode costs kernel memory, not size)
 
 
 class ScratchError(RuntimeError):
@@ -69,3 +79,26 @@ def _own_scratch(root: Path) -> Path:
     if stat.S_IMODE(found.st_mode) != 0o700:
         os.chmod(root, 0o700)
     return root
+
+
+def limit_workdir(workdir: str, size_mb: int, owner: int | None = None) -> None:
+    """In a child's own mount namespace: put a tmpfs of ``size_mb`` on ``workdir`` and copy into
+    it what was prepared there (owned by ``owner``, the dedicated uid, when given)."""
+    prepared = os.open(workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        options = f"mode=0700,size={size_mb}m,nr_inodes={max(4096, size_mb * _INODES_PER_MB)}"
+        if owner is not None:
+            options += f",uid={owner},gid={owner}"
+        mount(b"tmpfs", workdir.encode(), b"tmpfs", MS["nosuid"] | MS["nodev"], options.encode())
+        try:
+            shutil.copytree(f"/proc/self/fd/{prepared}", workdir, symlinks=True, dirs_exist_ok=True)
+        except (OSError, shutil.Error) as exc:  # e.g. the task folder is larger than the tmpfs
+            raise IsolationError(getattr(exc, "errno", None) or errno.EIO,
+                                 f"copying the prepared files into a scratch tmpfs of {size_mb} MB "
+                                 f"(sandbox.scratch_mb): {exc}") from exc
+    finally:
+        os.close(prepared)
+    if owner is not None:
+        for base, dirs, files in os.walk(workdir):
+            for name in dirs + files:
+                os.chown(os.path.join(base, name), owner, owner, follow_symlinks=False)

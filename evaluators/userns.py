@@ -5,11 +5,12 @@ each evaluation's child (cold: between fork and exec; warm: in the fork server's
 ``unshare(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWNET|CLONE_NEWIPC|CLONE_NEWPID)``, maps only its own
 uid and gid, and forbids user namespaces below it. Then:
 
-- **filesystem**: every mount is remounted read-only (their locked flags kept) except its private
-  directory; ``/dev/shm`` is a fresh tmpfs; the user's own writable and private places the
-  candidate does not need (``/tmp``, ``/var/tmp``, ``$HOME``, ``/run/user/<uid>``, the other
-  evaluations' directories) are covered by an empty tmpfs onto which only what Python, evoforge
-  and the task need is bound back (read-only), and its own directory (writable);
+- **filesystem**: its private directory becomes a tmpfs of ``scratch_mb`` holding a copy of what
+  was prepared there (scratch.py), every other mount is remounted read-only (their locked flags
+  kept); ``/dev/shm`` is a fresh tmpfs; the user's own writable and private places (``/tmp``,
+  ``/var/tmp``, ``$HOME``, ``/run/user/<uid>``), the run's workspace and the other evaluations'
+  directories are covered by an empty tmpfs onto which only what Python and evoforge need is
+  bound back (read-only: covers.py), and its own directory (writable);
 - **network**: a fresh network namespace has only a downed loopback, and abstract unix sockets
   are per network namespace too;
 - **processes**: the process forks once more, so the candidate is pid 1 of a new pid namespace
@@ -32,19 +33,16 @@ import contextlib
 import ctypes
 import errno
 import os
-import pwd
 import resource
 import select
-import tempfile
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import ClassVar, NoReturn
 
+from evoforge.evaluators.covers import child_covers
 from evoforge.evaluators.mounts import (
     LIBC,
     MS,
-    MS_BIND,
     MS_PRIVATE,
     MS_REC,
     Cover,
@@ -54,10 +52,9 @@ from evoforge.evaluators.mounts import (
     call,
     current_mounts,
     mount,
-    needed_paths,
-    outermost,
     remount_read_only,
 )
+from evoforge.evaluators.scratch import DEFAULT_SCRATCH_MB, limit_workdir
 
 _CLONE_NEWNS, _CLONE_NEWNET, _CLONE_NEWPID = 0x00020000, 0x40000000, 0x20000000
 _CLONE_NEWUSER, _CLONE_NEWIPC = 0x10000000, 0x08000000
@@ -86,13 +83,15 @@ class UsernsPlan:
     gid: int
     mounts: tuple[Mount, ...]
     covers: tuple[Cover, ...]
+    scratch_mb: int = DEFAULT_SCRATCH_MB
     kind: ClassVar[str] = "userns"
 
     def to_json(self) -> dict:
         """The plan as JSON-able data, for a fork server to apply in its children."""
         return {"kind": self.kind, "workdir": self.workdir, "uid": self.uid, "gid": self.gid,
                 "mounts": [[m.path, m.flags] for m in self.mounts],
-                "covers": [[c.directory, list(c.expose), list(c.writable)] for c in self.covers]}
+                "covers": [[c.directory, list(c.expose), list(c.writable)] for c in self.covers],
+                "scratch_mb": self.scratch_mb}
 
     @classmethod
     def from_json(cls, data: dict) -> UsernsPlan:
@@ -100,7 +99,8 @@ class UsernsPlan:
         return cls(workdir=str(data["workdir"]), uid=int(data["uid"]), gid=int(data["gid"]),
                    mounts=tuple(Mount(str(p), int(f)) for p, f in data["mounts"]),
                    covers=tuple(Cover(str(d), tuple(map(str, e)), tuple(map(str, w)))
-                                for d, e, w in data["covers"]))
+                                for d, e, w in data["covers"]),
+                   scratch_mb=int(data["scratch_mb"]))
 
     def apply_in_child(self, parent: int, cloned: bool = False) -> bool:
         """Namespaces and mounts, then a fork: the calling process becomes the middle one (it
@@ -117,8 +117,8 @@ class UsernsPlan:
         if gone:  # the starter died before the line above (a cloned child's parent is out of its
             os._exit(1)  # pid namespace: the /proc of the host, still mounted, shows it)
         mount(b"none", b"/", None, MS_REC | MS_PRIVATE)
-        mount(self.workdir.encode(), self.workdir.encode(), None, MS_BIND | MS_REC)
-        for one in self.mounts:  # the workdir's own bind is not in the list: it stays writable
+        limit_workdir(self.workdir, self.scratch_mb)
+        for one in self.mounts:  # the workdir's own tmpfs is not in the list: it stays writable
             try:
                 remount_read_only(one)
             except IsolationError as exc:
@@ -212,48 +212,14 @@ def _mirror(child: int, alive_w: int) -> NoReturn:
         os._exit(_MIDDLE_FAILED)
 
 
-def plan_for(workdir: Path, expose: tuple[str, ...] = ()) -> UsernsPlan:
+def plan_for(workdir: Path, expose: tuple[str, ...] = (), hide: tuple[str, ...] = (),
+             scratch_mb: int = DEFAULT_SCRATCH_MB) -> UsernsPlan:
     """The isolation of one child in ``workdir``; ``expose``: more paths it may read that would
-    be covered (e.g. a toolchain under ``$HOME``)."""
+    be covered (e.g. a toolchain under ``$HOME``); ``hide``: places it must never see (the run's
+    workspace); ``scratch_mb``: what it may write in its directory."""
     workdir = workdir.resolve()
     return UsernsPlan(workdir=str(workdir), uid=os.getuid(), gid=os.getgid(), mounts=current_mounts(),
-                      covers=_covers(workdir, _needed(expose)))
-
-
-@cache
-def _needed(expose: tuple[str, ...]) -> tuple[Path, ...]:
-    extra = [Path(p).expanduser().resolve() for p in expose if Path(p).expanduser().exists()]
-    return tuple(sorted(set(needed_paths() + extra)))
-
-
-@cache
-def hidden_dirs() -> tuple[Path, ...]:
-    """The user's writable and private places a candidate does not need, as they resolve here."""
-    uid = os.getuid()
-    found = {Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path(f"/run/user/{uid}")}
-    found.update(Path(home) for home in (os.environ.get("HOME", ""), _passwd_home(uid)) if home)
-    dirs = {p.resolve() for p in found if p.is_dir()}
-    return tuple(outermost(sorted(d for d in dirs if d != Path("/"))))
-
-
-def _passwd_home(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_dir
-    except KeyError:  # a uid without a passwd entry (a container's): $HOME is all there is
-        return ""
-
-
-def _covers(workdir: Path, needed: tuple[Path, ...]) -> tuple[Cover, ...]:
-    covers = []
-    for directory in hidden_dirs():
-        exposed = outermost([p for p in needed if directory in p.parents])
-        if any(p == directory or p in directory.parents for p in needed):
-            continue  # a directory Python needs whole (e.g. a venv as $HOME): left readable
-        writable = (str(workdir),) if directory in workdir.parents else ()
-        covers.append(Cover(str(directory), tuple(map(str, exposed)), writable))
-    if not any(Path(c.directory) in workdir.parents for c in covers):  # the other evaluations' dirs
-        covers.append(Cover(str(workdir.parent), (), (str(workdir),)))
-    return tuple(covers)
+                      covers=child_covers(workdir, expose, hide), scratch_mb=scratch_mb)
 
 
 def unshare_refusal() -> str | None:

@@ -24,11 +24,13 @@ from evoforge.flows.doctor_cli import add_doctor_parser, run_doctor
 from evoforge.flows.serve_llm_cli import add_serve_llm_parser, run_serve_llm
 from evoforge.flows.stages_cli import add_stages_parser, run_stages
 from evoforge.infra.config import RunConfig
+from evoforge.infra.disk_full import DiskFull, RunFolderFull, disk_full_error
 from evoforge.infra.llm.circuit import LLMOutage
 from evoforge.infra.llm_sim import cli_args as sim_args
 
 USER_ERROR, ENGINE_ERROR, INTERRUPTED = 2, 1, 130
 LLM_DOWN = 3  # the LLM server stayed down past llm.circuit.give_up_s: run again to resume
+DISK_FULL = 75  # EX_TEMPFAIL: the run folder's disk filled; free space and run again to resume
 
 
 class SimArgError(ValueError):
@@ -253,6 +255,10 @@ def cmd_run(ns: argparse.Namespace) -> int:
             if ns.llm_base_url is None:
                 raise
             raise LLMUnreachable(f"--llm-base-url: {exc}") from None
+        except Exception as exc:  # a full disk, wherever the run met it: one line naming the folder
+            if disk_full_error(exc) is None:
+                raise
+            raise RunFolderFull.at(run_dir, exc) from exc
     print(f"[evoforge] {final['state']}: {final.get('stop_reason') or 'stopped'}; "
           f"{final['evaluations']} evaluations, {final['nodes_evaluated']} accepted, "
           f"{final['candidates_per_min']} candidates/min", file=sys.stderr)
@@ -262,8 +268,11 @@ def cmd_run(ns: argparse.Namespace) -> int:
         print(f"browse in MLflow: {browse_hint(target, final['mlflow_run_id'])}")
     failures = final.get("tracking_failures") or {}
     if failures:
-        print("[evoforge] some records were not written: " + "; ".join(
-            f"{name}: {f['failures']} failed (last: {f['last_error']})" for name, f in failures.items())
+        lost = any(f.get("never_recorded", 0) for f in failures.values())
+        print(f"[evoforge] {'some records were not written' if lost else 'some writes failed'}: "
+              + "; ".join(
+            f"{name}: {f['failures']} failed, {f.get('never_recorded', 0)} events never recorded "
+            f"(last: {f['last_error']})" for name, f in failures.items())
             + f" (run.log has the tracebacks; `evoforge status {run_dir}` shows them)", file=sys.stderr)
     return INTERRUPTED if final["state"] == "interrupted" else 0
 
@@ -339,6 +348,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evoforge: error: {exc}", file=sys.stderr)
         return LLM_DOWN
     except Exception as exc:  # an engine failure: one line here, the traceback in run.log
+        if disk_full_error(exc) is not None:  # the run's folder is named (cmd_run), else the file
+            full = DiskFull.of(exc)
+            print(f"evoforge: {full}" if isinstance(full, RunFolderFull) else
+                  f"evoforge: the disk is full ({full}): free space and run the same command",
+                  file=sys.stderr)
+            return DISK_FULL
         print(f"evoforge: engine failure: {type(exc).__name__}: {exc}", file=sys.stderr)
         return ENGINE_ERROR
 

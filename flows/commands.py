@@ -134,7 +134,8 @@ def status_text(status: dict[str, Any]) -> str:
         lag = status.get("records_lag_s", 0.0)
         lines.append(f"records       {len(status['sinks'])} sinks, lag {lag:.1f} s")
     for name, failure in (status.get("tracking_failures") or {}).items():
-        lines.append(f"not recorded  {name}: {failure['failures']} batches failed "
+        lines.append(f"not recorded  {name}: {failure['failures']} batches failed, "
+                     f"{failure.get('never_recorded', 0)} events never recorded "
                      f"(last: {failure['last_error']}; run.log has the traceback)")
     used = status.get("task_model")
     if used:

@@ -5,8 +5,10 @@ run`` for the workspace and the LLM): the sandbox's isolation and which kind, th
 (cgroups), the embedder, the LLM endpoints, the Prefect API, the MLflow store, the free disk and,
 when the config selects it, the Dask scheduler. A check whose part the config needs and that
 fails is ``MISSING`` and makes the exit code 1; a weaker-than-best part that still works is
-``warn``. No secret is printed: an endpoint's key is read from its environment variable and sent
-only to that endpoint. Example::
+``warn``. The isolation line is the run's own decision (evaluators/isolation_notice.py): MISSING
+exactly when `evoforge run` would refuse to start (no isolation here and an LLM key in reach), warn
+when a run goes ahead with a notice. No secret is printed: an endpoint's key is read from its
+environment variable and sent only to that endpoint. Example::
 
     $ evoforge doctor
     ok       isolation  userns: user, pid, network and mount namespaces; read-only filesystem
@@ -61,19 +63,11 @@ def doctor(cfg: RunConfig) -> list[Check]:
 
 
 def check_isolation(cfg: RunConfig) -> Check:
-    from evoforge.evaluators import isolation
+    """The run's own decision (evaluators/isolation_notice.py): a run that would refuse is MISSING."""
+    from evoforge.evaluators.isolation_notice import REFUSE, isolation_verdict
 
-    if not cfg.sandbox.isolate:
-        return Check("isolation", OFF, "sandbox.isolate: false (rlimits, scrubbed environment, own "
-                                       "process group only)")
-    avail = isolation.availability()
-    summary = "; ".join(f"{part} {what}" for part, what in avail.describe().items())
-    if avail.isolated and not avail.missing:
-        return Check("isolation", OK, f"{avail.kind}: {summary}")
-    if avail.isolated:
-        return Check("isolation", WARN, f"{avail.kind}: {summary}; " + "; ".join(avail.missing))
-    how = "; ".join(avail.missing) or avail.reason
-    return Check("isolation", MISSING, f"none: {how} (or set sandbox.isolate: false to accept it)")
+    verdict = isolation_verdict(cfg)
+    return Check("isolation", MISSING if verdict.state == REFUSE else verdict.state, verdict.detail)
 
 
 def check_processes(cfg: RunConfig) -> Check:

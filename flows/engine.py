@@ -22,6 +22,11 @@ LLM outages: while every endpoint's circuit is open (infra/llm/circuit.py) the e
 no new item (the run is paused; calls in flight wait inside the backend, evaluations go on), and
 an `LLMOutage` (the server stayed down past `llm.circuit.give_up_s`) fails no node: it takes the
 fatal path and `run()` re-raises it as itself, so the CLI says it in one line.
+
+A full disk (infra/disk_full.py) where the run writes — a sink's store, the run folder from inside
+a stage (Optuna's study, the run's scratch) — fails no node either: it takes the fatal path as a
+`DiskFull` (what was recorded stays; the rest is done again on resume). A write that fails for a
+full disk outside the run folder (a candidate's sandbox directory) is that candidate's failure.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import logging
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from evoforge.evaluators.task_model_client import client_of
@@ -40,6 +46,7 @@ from evoforge.flows.head import Head
 from evoforge.flows.policies import AsyncPolicy, Policy
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.stage_pool import StagePool
+from evoforge.infra.disk_full import DiskFull, disk_full_error
 from evoforge.infra.llm.circuit import Breakers, LLMOutage
 from evoforge.infra.llm.factory import circuits_of
 from evoforge.infra.nodes import FAILED, Node
@@ -237,7 +244,7 @@ class Engine:
 
     def _fail(self, where: str, exc: BaseException) -> None:
         if self.fatal is None:
-            self.fatal = exc
+            self.fatal = DiskFull.of(exc) if disk_full_error(exc) is not None else exc
             log.error("fatal error in %s, stopping the run:\n%s", where,
                       "".join(traceback.format_exception(exc)))
         self._wake()
@@ -348,6 +355,15 @@ class Engine:
                 self.head.proposed(item, dest)
             self.send(item, dest, from_stage=pool.name)
 
+    def _run_folder_full(self, exc: BaseException) -> bool:
+        """True when `exc` is a full disk where the run writes (the run folder, or a store whose
+        path the error does not say), not in a candidate's own directory elsewhere."""
+        full = disk_full_error(exc)
+        if full is None:
+            return False
+        path, paths = DiskFull.of(full).path, self.ctx.paths
+        return path is None or paths is None or Path(path).resolve().is_relative_to(paths.root.resolve())
+
     async def _guarded(self, stage: Stage, item: Item) -> StageResult:
         """Run one stage on one item; an error there fails that node (recorded), not the run."""
         try:
@@ -355,6 +371,11 @@ class Engine:
         except LLMOutage:
             raise  # the LLM server is down for good: the run stops, no node is failed for it
         except Exception as exc:  # noqa: BLE001 - recorded on the node and in run.log
+            if self._run_folder_full(exc):  # no node fails for it: the run stops, resumes later
+                full = DiskFull.of(exc)
+                if full is exc:
+                    raise
+                raise full from exc
             log.error("internal error in the %s stage on %s:\n%s", stage.name, item.label,
                       traceback.format_exc())
             node = item.node.copy() if item.node is not None else new_candidate(item, self.ctx)

@@ -39,7 +39,7 @@ from evoforge.flows.progress import tick
 from evoforge.flows.promotion_flow import LiveRun, live_runs
 from evoforge.flows.run_names import name_from_parameter, rename_flow_run, run_name
 from evoforge.flows.runlog import attach_run_log, detach_run_log
-from evoforge.flows.session import Session, open_session
+from evoforge.flows.session import Session, open_session, sandbox_limits
 from evoforge.flows.snapshot import after_close, build_snapshot
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.task_runners import runner_environment, task_runner_for
@@ -164,7 +164,8 @@ async def evolution_run(request: RunRequest) -> dict[str, Any]:
     if isinstance(prepared.task_model, TaskChannel):  # a text task: its val split, run by its task model
         cases = prepared.task_model.module.ids("val")
     else:
-        cases = await list_cases(task, scratch_root=prepared.run_dir) if task.case_based else None
+        cases = (await list_cases(task, limits=sandbox_limits(task, cfg, prepared.run_dir),
+                                  scratch_root=prepared.run_dir) if task.case_based else None)
     session = open_session(task, cfg, prepared.run_dir, llm, prepared.workspace, prepared.pipeline,
                            cases=cases, cognition=prepared.cognition, analysis_llm=prepared.analysis_llm)
     handler = attach_run_log(session.paths.log)

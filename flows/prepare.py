@@ -24,8 +24,9 @@ from evoforge.cognition.errors import CognitionError
 from evoforge.cognition.onnx_embedder import require_packages
 from evoforge.cognition.seeding import task_seeds
 from evoforge.cognition.store import CognitionBase
-from evoforge.evaluators.isolation_notice import announce_isolation
+from evoforge.evaluators.isolation_notice import announce_isolation, unisolated_key_refusal
 from evoforge.evaluators.task import Task, load_task
+from evoforge.evaluators.task_files import TaskFiles
 from evoforge.evaluators.task_model import TaskChannel, TaskModule
 from evoforge.evaluators.task_model_client import TaskModelClient
 from evoforge.infra.config import DEFAULT_MAX_WORKERS, DEFAULT_WORKERS, ConfigError, RunConfig
@@ -131,10 +132,15 @@ def with_workspace(cfg: RunConfig, run_dir: Path | None) -> RunConfig:
 
 def prepare(request: RunRequest) -> Prepared:
     """Load the task, fill the request's config with the algorithm's defaults (for the keys the user
-    did not set), build the pipeline (plug-ins included), make the LLM backend and open the
-    cognition base (raises the user errors)."""
+    did not set), refuse to run unisolated beside an LLM key (evaluators/isolation_notice.py), build
+    the pipeline (plug-ins included), make the LLM backend and open the cognition base (raises the
+    user errors)."""
     task = load_task(request.task)
+    TaskFiles.of(task.root)  # a bad .evoforgeignore is a one-line error now, not at each evaluation
     cfg = request.config = with_algorithm_defaults(request.config)
+    refusal = unisolated_key_refusal(cfg)  # no isolation and an LLM key in reach: no start
+    if refusal is not None:
+        raise ConfigError(refusal)
     pipeline = build_pipeline(cfg, task)
     cognition = open_cognition(cfg, Path(cfg.workspace).resolve(), task)
     spending = Spending(cfg.budget.max_cost_usd, cfg.llm.prices)

@@ -11,10 +11,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from evoforge.infra.disk_full import disk_full_error
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 PREFECT_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
@@ -46,7 +49,29 @@ class _OneTraceback(logging.Formatter):
             record.exc_info, record.exc_text = kept
 
 
-class _FolderFileHandler(logging.FileHandler):
+class _RunLogHandler(logging.FileHandler):
+    """run.log; a record that cannot be written because the disk is full is dropped (counted in
+    `dropped`) instead of printing logging's "--- Logging error ---" and a traceback on the
+    terminal: the run stops with one line saying the disk is full."""
+
+    dropped = 0
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        if disk_full_error(sys.exc_info()[1]) is not None:
+            self.dropped += 1
+            return
+        super().handleError(record)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError as exc:  # the last lines could not be flushed: the disk is full
+            if disk_full_error(exc) is None:
+                raise
+            self.dropped += 1
+
+
+class _FolderFileHandler(_RunLogHandler):
     """run.log, opened when the run folder exists: a record before the run made it is dropped (the
     CLI's one line has said it), so a command refused early leaves no folder behind."""
 
@@ -59,7 +84,7 @@ class _FolderFileHandler(logging.FileHandler):
 
 
 def _handler(path: Path, when_folder_exists: bool = False) -> logging.FileHandler:
-    handler = _FolderFileHandler(path) if when_folder_exists else logging.FileHandler(path, encoding="utf-8")
+    handler = _FolderFileHandler(path) if when_folder_exists else _RunLogHandler(path, encoding="utf-8")
     handler.setFormatter(_OneTraceback())
     return handler
 

@@ -68,17 +68,21 @@ class Session:
     def close(self, status: str, snapshot: dict[str, Any]) -> None:
         """The end of the session: the report, the run's outcome on MLflow and Prefect, the last
         metadata; then every sink records what is left and closes (the node database last of its
-        own records), even if writing the report fails."""
+        own records), even if writing the report fails. An interrupted run's report has no plots:
+        Ctrl+C exits at once (`evoforge report` draws them)."""
         started = time.perf_counter()
+        texts: dict[str, str] = {}
+        draw = snapshot["status"].get("state") != "interrupted"
         try:
-            texts = {"report.md": self.report(snapshot["status"].get("task_model"))}
+            texts["report.md"] = self.report(snapshot["status"].get("task_model"), draw=draw)
         finally:
             if self.paths.leaderboard.is_file():
                 texts["leaderboard.md"] = self.paths.leaderboard.read_text()
             final = snapshot["status"]
             metrics = {k: v for k, v in final.items() if isinstance(v, (int, float)) and k in _ACCOUNTING}
             best = self.paths.best_dir / self.ctx.task.artifact.stored_root()
-            files = [(best, "best"), (self.paths.config, None), (self.paths.figures, "report")]
+            files = [(best, "best"), (self.paths.config, None)]
+            files += [(self.paths.figures, "report")] if draw else []  # no earlier session's plots
             self.hub.emit(Event(EventKind.CLOSE, pool_version=self.state.pool.v,
                                 meta={"wall_s": self.state.wall_s(),
                                       SAMPLER_STATE_META: sampler_state(self.state.sampler)},
@@ -93,17 +97,18 @@ class Session:
                 log.info("session closed: report %.2f s, the sinks' last records %.2f s",
                          reported - started, time.perf_counter() - reported)
 
-    def report(self, task_model: dict[str, float] | None = None) -> str:
-        """Write report.md with its plots (for a gated run the final scores and level comparisons
-        come first; for a text or playbook task its test scores; `task_model`: the run's usage of its
-        task model, if it has one); returns the text."""
+    def report(self, task_model: dict[str, float] | None = None, draw: bool = True) -> str:
+        """Write report.md with its plots, unless `draw` is False (for a gated run the final scores
+        and level comparisons come first; for a text or playbook task its test scores; `task_model`:
+        the run's usage of its task model, if it has one); returns the text."""
         task, state = self.ctx.task, self.state
         winner = state.pool.winner()
         facts = RunFacts(task.name, task.direction == "maximize", task.search_level, task.gated, task.kind,
                          task_model)
         self.hub.sync(60)  # the held-out table as the node database has it now
         text, _ = write_report(self.paths, state.all_nodes(), held_out(self.store.reader()), facts,
-                               winner.id if winner else None, state.rounds.plans, state.rounds.promotions)
+                               winner.id if winner else None, state.rounds.plans, state.rounds.promotions,
+                               draw=draw)
         return text
 
 
@@ -117,8 +122,10 @@ _ACCOUNTING = (
 )
 
 
-def sandbox_limits(task: Task, cfg: RunConfig) -> SandboxLimits:
-    """The sandbox limits of the run's evaluations."""
+def sandbox_limits(task: Task, cfg: RunConfig, run_dir: Path | None = None) -> SandboxLimits:
+    """The sandbox limits of the run's evaluations (whose candidates never see the workspace, nor
+    ``run_dir``: every run's folder)."""
+    hide = (str(Path(cfg.workspace).resolve()), *([str(run_dir.resolve())] if run_dir else []))
     return SandboxLimits(
         timeout_s=cfg.sandbox.timeout_s or task.timeout_s,
         memory_mb=cfg.sandbox.memory_mb,
@@ -126,6 +133,8 @@ def sandbox_limits(task: Task, cfg: RunConfig) -> SandboxLimits:
         max_open_files=cfg.sandbox.max_open_files,
         isolate=cfg.sandbox.isolate,
         expose=tuple(cfg.sandbox.expose),
+        hide=hide,
+        scratch_mb=cfg.sandbox.scratch_mb,
         warm=cfg.sandbox.warm,
     )
 
@@ -195,7 +204,8 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, wor
     run_base = (CognitionBase(run_dir / "cognition", cognition.embedder) if cognition is not None else None)
     ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=state.pool, sampler=state.sampler,
                        rng=random.Random(f"{cfg.seed}-{state.stats.proposals}"),
-                       limits=sandbox_limits(task, cfg), scratch=paths.scratch, history=state.history,
+                       limits=sandbox_limits(task, cfg, run_dir), scratch=paths.scratch,
+                       history=state.history,
                        case_order=state.case_order, cognition=cognition, run_cognition=run_base,
                        optuna_url=f"sqlite:///{paths.optuna_db.resolve()}", plan=state.rounds.plan,
                        shares=state.shares, repeats=state.repeats, paths=paths,

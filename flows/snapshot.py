@@ -44,9 +44,11 @@ def build_snapshot(state: RunState, hub: SinkHub, task_name: str, facts: dict[st
 
 
 def sink_table(hub: SinkHub) -> dict[str, dict[str, Any]]:
-    """Each sink's events recorded, batches, failures, busy and CPU seconds, and its own gauges."""
+    """Each sink's events recorded, batches, failures, events waiting and never recorded, busy and
+    CPU seconds, and its own gauges."""
     own = hub.gauges()
     return {name: {"recorded": h.recorded, "batches": h.batches, "failures": h.failures,
+                   "pending": h.pending, "never_recorded": h.never_recorded,
                    "busy_s": round(h.busy_s, 3), "cpu_s": round(h.cpu_s, 3), **own.get(name, {})}
             for name, h in hub.health().items()}
 

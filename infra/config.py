@@ -222,6 +222,9 @@ class SandboxConfig(_Section):
     max_open_files: int = Field(default=512, ge=16)
     isolate: bool = True  # as root: a dedicated uid, no network, a read-only filesystem
     expose: list[str] = []  # isolated: paths it may read behind closed folders (e.g. ~/.cargo)
+    # isolated: MB one evaluation may write in its private directory (a tmpfs holding the task
+    # folder's copy too); a candidate that fills it fails alone with "No space left on device"
+    scratch_mb: int = Field(default=1024, ge=16)
     warm: bool = True  # fork each evaluation from a per-task fork server with the imports loaded
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -82,12 +83,18 @@ class RunPaths:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temp file and a rename."""
+    """Write `text` to `path` through a temp file and a rename (a failed write, a full disk say,
+    leaves the old file and no temp file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

@@ -69,6 +69,15 @@ def tracking_target(workspace: Path, task_name: str, tracking_uri: str | None = 
 MLFLOW_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves by default
 
 
+def sqlite_file(uri: str) -> Path | None:
+    """The file of an sqlite tracking store (None for any other store).
+
+    >>> sqlite_file("sqlite:////data/ws/mlflow.db"), sqlite_file("http://host:5000")
+    (PosixPath('/data/ws/mlflow.db'), None)
+    """
+    return Path(uri.removeprefix("sqlite:///")) if uri.startswith("sqlite:///") else None
+
+
 def is_server(uri: str) -> bool:
     """True for a tracking server (its UI is already up), False for a local store."""
     return uri.startswith(("http://", "https://"))
@@ -113,6 +122,7 @@ class Tracker:
         self._uri, self._experiment, self._artifact_root = tracking_uri, experiment, artifact_root
         self._run_name, self._tags = run_name, tags or {}
         self.parent_run_id: str | None = parent_run_id
+        self.uri = tracking_uri
         self._client: Any = None
         self._tracing: Any = None  # mlflow's TracingClient on the same store, made on first use
         self._experiment_id = ""
@@ -122,8 +132,10 @@ class Tracker:
         RUNNING again); returns the parent run's id. Raises when MLflow cannot be used."""
         from mlflow.tracking import MlflowClient  # heavy: imported when the run tracks
 
-        # a new store announces its schema migration on the terminal at INFO; it belongs in run.log
-        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+        # a new store announces its schema migration on the terminal at INFO; it belongs in run.log.
+        # Its ERROR records (a locked or full store) repeat, traceback and all, the exception MLflow
+        # raises next, which the MLflow sink counts and logs in run.log: not on the terminal too
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
         self._client = MlflowClient(tracking_uri=self._uri)
         exp = self._client.get_experiment_by_name(self._experiment)
         if exp is None:

@@ -7,6 +7,13 @@ placeholders ``{outside}``, ``{port}``, ``{secret}`` and ``{marker}`` are filled
 ``require_isolation()`` is how a test that needs the sandbox's isolation starts: it skips on a
 developer's machine without it, fails in CI (``CI=true``), and fails when the isolation is not
 the kind ``EVOFORGE_TEST_ISOLATION`` names (the unprivileged tests set it: tests/unprivileged.py).
+
+The *snooping* entries (``probes``) look for a canary planted where a candidate must not see it:
+the ``~/.ssh`` of the user running evoforge (``{home}``), the run's workspace (``{workspace}``:
+every run's ``nodes.duckdb``, ``mlflow.db`` and programs) and another evaluation's directory in
+the scratch root (``{scratch}``, ``{other}``). They never hold the canary themselves (they match
+``CANARY_RE``), print one ``PROBE <path>: <status>`` line per place and every match they read;
+``probe_problems`` says which places were readable.
 """
 
 from __future__ import annotations
@@ -22,6 +29,28 @@ from evoforge.evaluators.isolation import availability
 from tests.helpers import processes_mentioning
 
 SECRET = "sk-hostile-corpus-secret-0123456789"
+CANARY_RE = "EVOFORGE-CANARY-[0-9a-f]{16}"  # what a planted canary looks like (never the canary itself)
+NOT_READ = ("No such file or directory", "Permission denied", "empty")  # what a probe may see
+_PROBE = """
+import glob, os, re
+def probe(patterns):
+    statuses = []
+    for pattern in patterns:
+        own = os.getcwd() + "/"  # its own directory: what it may read
+        for path in [p for p in sorted(glob.glob(pattern)) if not p.startswith(own)] or [pattern]:
+            try:
+                if os.path.isdir(path):
+                    names = [n for n in os.listdir(path) if n != os.path.basename(os.getcwd())]
+                    status = "listed " + " ".join(names) if names else "empty"
+                else:
+                    data = open(path, "rb").read()
+                    status = "read " + " ".join(m.decode() for m in re.findall(rb"CANARY_RE", data))
+            except OSError as exc:
+                status = exc.strerror
+            print(f"PROBE {path}: {status}")
+            statuses.append(status)
+    return {"combined_score": float(sum(not s in NOT_READ for s in statuses))}
+""".replace("CANARY_RE", CANARY_RE).replace("NOT_READ", repr(NOT_READ))
 
 
 @dataclass(frozen=True)
@@ -31,6 +60,7 @@ class Hostile:
     verdict: str  # "failed" or "harmless"
     reason: str = ""  # failed: a phrase of the recorded error
     score: float = 0.0  # harmless: the score it gets when contained
+    probes: bool = False  # it prints PROBE lines (see the module doc)
 
 
 CORPUS = [
@@ -159,6 +189,21 @@ for name in os.listdir("/proc/self/fd"):
     except OSError:
         pass
 return {"combined_score": float(sockets)}""", "harmless", score=0.0),
+    Hostile("read_ssh_keys", _PROBE + """
+return probe(["{home}/.ssh/id_*", "{home}/.ssh/id_rsa", "{home}/.ssh"])""",
+            "harmless", score=0.0, probes=True),
+    Hostile("read_workspace", _PROBE + """
+return probe(["{workspace}/*/nodes.duckdb", "{workspace}/mlflow.db", "{workspace}/cognition",
+              "{workspace}/*", "{workspace}"])""", "harmless", score=0.0, probes=True),
+    Hostile("read_other_candidates", _PROBE + """
+return probe(["{other}/initial_program.py", "{scratch}/evoforge-eval-*/*.py", "{scratch}",
+              "{workspace}/*/nodes/*/program.py"])""", "harmless", score=0.0, probes=True),
+    Hostile("fill_scratch", """
+for n in range(256):  # 8 MB files (under the file size limit) until the scratch is full; 2 GB at most
+    with open(f"fill-{n}.bin", "wb") as f:
+        for _ in range(8):
+            f.write(b"\\0" * 2**20)
+return {"combined_score": 1.0}""", "failed", "No space left on device"),
     Hostile("remount_and_escape", """
 import os
 tries = [os.system("mount -o remount,rw / 2>/dev/null"), os.system("unshare -n true 2>/dev/null")]
@@ -166,9 +211,28 @@ return {"combined_score": float(sum(code == 0 for code in tries))}""", "harmless
 ]
 
 
-def program_text(hostile: Hostile, outside: Path, port: int, marker: str) -> str:
+@dataclass(frozen=True)
+class Planted:
+    """Where the snooping entries look (see the module doc), and the canary planted there."""
+
+    canary: str
+    home: Path
+    workspace: Path
+    scratch: Path
+    other: Path
+
+    def fill(self, body: str) -> str:
+        for key in ("home", "workspace", "scratch", "other"):
+            body = body.replace("{" + key + "}", str(getattr(self, key)))
+        return body
+
+
+def program_text(hostile: Hostile, outside: Path, port: int, marker: str,
+                 planted: Planted | None = None) -> str:
     """The candidate program of ``hostile``, its placeholders filled."""
     body = hostile.body.strip("\n")
+    if planted is not None:
+        body = planted.fill(body)
     for key, value in {"{outside}": str(outside), "{port}": str(port), "{secret}": SECRET,
                        "{marker}": marker}.items():
         body = body.replace(key, value)
@@ -188,6 +252,18 @@ def verdict_problems(hostile: Hostile, ok: bool, score: float | None, error: str
     if not ok:
         return [f"failed: {error}"]
     return [] if score == hostile.score else [f"scored {score} (its attack worked), not {hostile.score}"]
+
+
+def probe_problems(hostile: Hostile, stdout: str, canary: str) -> list[str]:
+    """What a snooping entry could read (empty: it saw only "No such file", "Permission denied" or
+    an empty folder, and never the canary)."""
+    if not hostile.probes:
+        return []
+    lines = [line.removeprefix("PROBE ") for line in stdout.splitlines() if line.startswith("PROBE ")]
+    found = [line for line in lines if line.rsplit(": ", 1)[-1] not in NOT_READ]
+    if canary in stdout:
+        found.append("the canary showed in its output")
+    return found if lines else ["it printed no PROBE line"]
 
 
 def harms(outside: Path, marker: str, connections: int, seen_text: str) -> list[str]:

@@ -1,9 +1,11 @@
-"""A run SIGKILLed at random moments and resumed each time loses nothing: every stored outcome
-survives unchanged, none is evaluated twice or left in flight, MLflow is reconciled with the node
+"""A run SIGKILLed at random moments, or inside a flush of its node database, and resumed each
+time loses nothing: the database opens with every node once, every stored outcome survives
+unchanged, none is evaluated twice or left in flight, MLflow is reconciled with the node
 database, the sampler equals a rebuild, and no process of the run outlives it."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -11,14 +13,26 @@ import time
 import uuid
 from dataclasses import replace
 
+import duckdb
 import pytest
 
-from bench.crash_kills import crash_series, read_nodes, report, sampler_matches
+from bench.crash_kills import (
+    Series,
+    audit,
+    crash_series,
+    leftovers,
+    note_children,
+    read_nodes,
+    read_outcomes,
+    report,
+    run_args,
+    sampler_matches,
+)
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.reaper import _signal, alive, read_proc
 from evoforge.infra.tracking import ChildRun
 from evoforge.infra.tracking_reconcile import all_runs, reconcile
-from tests.helpers import processes_mentioning
+from tests.helpers import processes_mentioning, run_cli
 
 _PARENT = """
 import subprocess, sys, time
@@ -133,3 +147,110 @@ def test_random_kills_then_resumes_lose_nothing(tmp_path):
     with NodeStore(series.run_dir / "nodes.duckdb") as store:  # the check can fail
         store.set_meta("sampler_state", {"credit": {}, "visits": {"x": 1}})
     assert not sampler_matches(series.run_dir, read_nodes(series.run_dir), "ucb1")
+
+
+# `evoforge run`, its node database's writer pausing (for the kill) inside one flush: at the
+# `at`-th write that holds nodes, before its COMMIT, between its statements (rows inserted, meta
+# not yet), or just after its COMMIT; a marker file says it is there. Test code only: the product
+# has no such hook.
+_PAUSING_RUN = """
+import sys, time
+from pathlib import Path
+from evoforge.infra import nodestore
+
+marker, at, where = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+writes = 0
+real_write = nodestore.NodeStore.write
+
+
+def pause():
+    marker.write_text("in the flush")
+    time.sleep(600)
+
+
+class Pausing:
+    def __init__(self, con):
+        self._con = con
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+    def execute(self, sql, *args):
+        if where == "before-commit" and sql == "COMMIT":
+            pause()
+        done = self._con.execute(sql, *args)
+        if (where == "after-commit" and sql == "COMMIT") or (where == "between" and "node_rows" in sql):
+            pause()
+        return done
+
+    def executemany(self, sql, *args):
+        done = self._con.executemany(sql, *args)
+        if where == "between":
+            pause()
+        return done
+
+
+def write(self, nodes, meta):
+    global writes
+    writes += bool(nodes)
+    if not nodes or writes != at:
+        return real_write(self, nodes, meta)
+    con, self._con = self._con, Pausing(self._con)
+    try:
+        return real_write(self, nodes, meta)
+    finally:
+        self._con = con
+
+
+nodestore.NodeStore.write = write
+sys.argv = ["evoforge", *sys.argv[4:]]
+from evoforge.flows.cli import entry
+entry()
+"""
+
+
+def _killed_in_a_flush(series: Series, args: list[str], env: dict[str, str], at: int, where: str) -> None:
+    """One session, SIGKILLed while its node database's writer is inside the `at`-th flush."""
+    marker = series.run_dir.parent / f"in-flush-{series.kills}"
+    with (series.run_dir.parent / "sessions.log").open("ab") as out:
+        proc = subprocess.Popen([sys.executable, "-c", _PAUSING_RUN, str(marker), str(at), where, *args],
+                                env=env, stdout=out, stderr=out, cwd=series.run_dir.parent)
+    children: dict = {}
+    deadline = time.monotonic() + 300
+    while not marker.exists():
+        assert proc.poll() is None, f"the session ended before its flush {at} ({where})"
+        assert time.monotonic() < deadline, f"no flush {at} ({where}) in 300 s"
+        note_children(proc.pid, children)
+        time.sleep(0.02)
+    note_children(proc.pid, children)
+    proc.kill()
+    proc.wait()
+    series.kills += 1
+    series.sessions += 1
+    series.kill_moments.append(f"flush {at} {where}")
+    series.seen.append(read_outcomes(series.run_dir))  # the database opens: read back whole
+    series.orphans += leftovers(series.prefect_home, children)
+
+
+@pytest.mark.slow
+def test_kills_inside_a_node_database_flush_leave_it_readable_and_the_same_command_resumes(tmp_path):
+    series = Series(tmp_path / "run", tmp_path / "ws", tmp_path / "prefect-home", budget=24)
+    env = {**os.environ, "PREFECT_HOME": str(series.prefect_home)}
+    args = run_args(series, "research=3,engineer=2", seed=7, sampler="ucb1")
+    stored: list[int] = []
+    for at, where in ((4, "before-commit"), (5, "between"), (6, "after-commit")):
+        _killed_in_a_flush(series, args, env, at, where)
+        nodes = read_nodes(series.run_dir)
+        with duckdb.connect(str(series.run_dir / "nodes.duckdb"), read_only=True) as db:
+            ids = [row[0] for row in db.execute("SELECT id FROM nodes").fetchall()]
+        assert len(ids) == len(set(ids)) == len(nodes)  # every node there once
+        stored.append(sum(n.was_evaluated for n in nodes))
+    assert stored[-1] > 0  # outcomes were stored between the kills
+    done = run_cli(args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    result = audit(series, "ucb1")
+    print(report(series, result, done.returncode))
+    assert result.evaluations == series.budget and series.kills == 3
+    assert (result.lost, result.duplicated, result.stuck) == ([], [], [])
+    assert (result.mlflow_running, result.mlflow_missing, result.mlflow_extra) == ([], [], [])
+    assert result.sampler_equal and series.orphans == []

@@ -211,6 +211,27 @@ def test_a_dask_address_without_the_dask_executor_is_a_config_error(tmp_path, ca
     assert "executor: dask" in capsys.readouterr().err
 
 
+def test_local_workers_get_every_configured_key_blanked(monkeypatch):
+    """Workers never call an LLM: every key variable the config names (infra/llm/keys.py) is blank there."""
+    cfg = RunConfig.model_validate({
+        "engine": {"executor": "dask", "workers": {"engineer": 1}},
+        "llm": {"endpoints": [{"base_url": "http://127.0.0.1:9/v1", "api_key_env": "ROUTER_KEY"}]},
+        "analyze": {"llm": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "ANALYZE_KEY"}},
+        "task_model": {"llm": {"base_url": "http://127.0.0.1:9/v1", "api_key_env": "TASK_MODEL_KEY"}}})
+    keys = {"OPENAI_API_KEY": "sk-main", "ROUTER_KEY": "sk-router", "ANALYZE_KEY": "sk-analyze",
+            "TASK_MODEL_KEY": "sk-task-model"}
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)  # the flow's environment, which worker processes inherit
+    monkeypatch.setenv("EVOFORGE_NOT_A_KEY", "kept")
+    kwargs = {**dask_executor.dask_task_runner(cfg).cluster_kwargs, "dashboard_address": ":0"}
+    names = [*keys, "EVOFORGE_NOT_A_KEY"]
+    with LocalCluster(**kwargs) as cluster, Client(cluster) as client:
+        seen = client.run(lambda: {name: os.environ.get(name) for name in names})
+        pids = set(client.run(os.getpid).values())
+    assert len(seen) == 1 and os.getpid() not in pids  # a worker process of its own
+    assert next(iter(seen.values())) == {**dict.fromkeys(keys, ""), "EVOFORGE_NOT_A_KEY": "kept"}
+
+
 def test_only_loopback_scheduler_addresses_count_as_this_machine():
     assert dask_executor.is_local_address("tcp://127.0.0.1:8786")
     assert dask_executor.is_local_address("tcp://localhost:8786")

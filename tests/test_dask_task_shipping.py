@@ -1,6 +1,7 @@
 """The task folder as a content-addressed bundle for Dask workers: the same files give the same
-hash, a changed file a new one; links out of the folder, special files and oversized folders are
-refused with one line; unpacking is safe, idempotent and complete."""
+hash, a changed file a new one; `.evoforgeignore` leaves files out; links out of the folder,
+special files, unlisted secret-looking files and oversized folders are refused with one line;
+unpacking is safe, idempotent and complete."""
 
 from __future__ import annotations
 
@@ -132,3 +133,88 @@ def test_a_hostile_tarball_cannot_write_outside_the_cache(tmp_path):
     with pytest.raises(tarfile.OutsideDestinationError):
         unpack(bundle, tmp_path / "cache")
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "cache" / "escaped.txt").exists()
+
+
+def _names(bundle: TaskBundle) -> list[str]:
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(bundle.data))) as tar:
+        return tar.getnames()
+
+
+def test_the_ignore_file_leaves_entries_out_and_the_digest_stays_the_same(tmp_path):
+    a, b = _folder(tmp_path / "a"), _folder(tmp_path / "b")
+    for root in (a, b):
+        (root / ".evoforgeignore").write_text("# gitignore syntax\ndata/\n*.log\n!keep.log\n")
+        (root / "run.log").write_text("noise\n")
+        (root / "keep.log").write_text("wanted\n")
+    (b / "run.log").write_text("other noise\n")  # what is left out does not count
+    (b / "data" / "cases.txt").write_text("changed\n")
+    first, second = pack_task(a), pack_task(b)
+    assert _names(first) == [".evoforgeignore", "evaluator.py", "keep.log", "run.sh"]
+    assert first.digest == second.digest and first.data == second.data
+    local = unpack(first, tmp_path / "cache")
+    assert not (local / "data").exists() and (local / "keep.log").read_text() == "wanted\n"
+
+
+def test_an_ignored_link_out_of_the_folder_stays_home_instead_of_failing(tmp_path):
+    root = _folder(tmp_path / "task")
+    (root / "outside").symlink_to(tmp_path)
+    (root / ".evoforgeignore").write_text("outside\n")
+    assert "outside" not in _names(pack_task(root))
+
+
+@pytest.mark.parametrize("name", [".env", ".env.local", "conf/.env.production", "certs/server.pem", "tls.key",
+                                  "id_ed25519", ".ssh/id_rsa", ".netrc", ".pypirc", ".git-credentials",
+                                  "store.p12"])
+def test_a_file_that_looks_like_a_secret_is_refused_with_one_line_naming_it(tmp_path, name):
+    root = _folder(tmp_path / "task")
+    (root / name).parent.mkdir(parents=True, exist_ok=True)
+    (root / name).write_text("TOKEN=sk-not-for-workers\n")
+    with pytest.raises(ShipError) as err:
+        pack_task(root)
+    message = str(err.value)
+    assert "\n" not in message and "sk-not-for-workers" not in message
+    assert f"{name} looks like a secret" in message
+    assert f"leave it out in .evoforgeignore, or list it there as !{name} to ship it" in message
+
+
+def test_a_secret_looking_file_travels_only_when_listed_with_a_negation(tmp_path):
+    root = _folder(tmp_path / "task")
+    (root / ".env").write_text("TOKEN=sk-not-for-workers\n")
+    (root / ".env.example").write_text("TOKEN=put-yours-here\n")
+    (root / ".evoforgeignore").write_text(".env\n!.env.example\n")
+    names = _names(pack_task(root))
+    assert ".env.example" in names and ".env" not in names
+    (root / ".evoforgeignore").write_text("!.env.example\n")  # .env no longer left out: refused
+    with pytest.raises(ShipError, match=r"\.env looks like a secret \(\.env\)"):
+        pack_task(root)
+
+
+def test_names_that_only_resemble_a_secret_travel(tmp_path):
+    root = _folder(tmp_path / "task")
+    harmless = {"id_rsa.pub", "id_map.csv", "environment.yaml", "keys.py", "env.txt"}
+    for name in harmless:
+        (root / name).write_text("public\n")
+    assert harmless <= set(_names(pack_task(root)))
+
+
+def test_a_dask_run_with_an_unlisted_secret_stops_before_the_cluster_starts(tmp_path, capsys):
+    pytest.importorskip("prefect_dask")  # the dask extra; the dev extra (CI) installs it
+    from evoforge.flows.cli import main
+    from tests.guard_tasks import make_task
+
+    task = make_task(tmp_path / "task")
+    (task.root / ".env").write_text("OPENAI_API_KEY=sk-not-for-workers\n")
+    code = main(["run", str(task.root), "--run-dir", str(tmp_path / "run"), "--workspace",
+                 str(tmp_path / "ws"), "--executor", "dask", "--max-evals", "2", "--quiet", "--no-mlflow",
+                 "--config", str(_config(tmp_path))])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"evoforge: error: task folder {task.root.resolve()}: .env looks like a secret")
+    assert "executor dask:" not in err and "Traceback" not in err and "sk-not-for-workers" not in err
+
+
+def _config(tmp_path: Path) -> Path:
+    config = tmp_path / "c.yaml"
+    config.write_text("cognition: {enabled: false}\n")
+    return config

@@ -115,10 +115,10 @@ def test_as_an_ordinary_user_it_names_the_isolation_kind_or_what_is_missing(forb
     done = run_as_user([sys.executable, "-m", "evoforge.flows.cli", "doctor", "--config", str(config),
                         "--workspace", str(home / "ws")], home, env=user_env(home), forbid_userns=forbid)
     isolation = next(line for line in done.stdout.splitlines() if line.split()[1:2] == ["isolation"])
-    if forbid:
-        assert done.returncode == 1 and isolation.startswith("MISSING  isolation  none: ")
+    if forbid:  # no LLM key in the user's environment: a run goes ahead with its notice, so: warn
+        assert done.returncode == 0 and isolation.startswith("warn     isolation  none: "), done.stdout
         assert "user.max_user_namespaces = 0: sysctl -w user.max_user_namespaces=15000" in isolation
-        assert "missing what the config needs: isolation" in done.stderr
+        assert "a run goes ahead unisolated while no LLM key is in its environment" in isolation
     else:
         assert done.returncode == 0, done.stdout + done.stderr
         assert isolation.startswith("ok       isolation  userns: ")

@@ -1,11 +1,12 @@
 """Regression tests for the engine's former defects, each named after the behaviour it pins:
-adaptive control really decides, a stop is prompt while an LLM call hangs, a writer failure
-exits 1 with the traceback, snapshots and pruning cope with a speculative best, and the run is
-prepared (task, backend, LLM check) once."""
+adaptive control really decides, a stop is as prompt as the docs say while an LLM call hangs, a
+writer failure exits 1 with the traceback, snapshots and pruning cope with a speculative best, and
+the run is prepared (task, backend, LLM check) once."""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from evoforge.stages.population.pool import Pool
 from evoforge.stages.population.speculation import Reference, Speculation
 from evoforge.stages.population.stats import RunStats
 from evoforge.stages.reports.leaderboard import leaderboard_md
+from evoforge.stages.reports.run_report import NOT_DRAWN, RunFacts, write_report
 from evoforge.stages.rounds.records import Rounds
 from evoforge.stages.sample import make_sampler
 from evoforge.stages.sinks.base import Event, EventKind
@@ -37,6 +39,7 @@ from evoforge.stages.sinks.run_files import RunFiles
 from tests.helpers import cli_env, read_status
 
 CASES = [str(i) for i in range(8)]
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _pool_with_speculative_best() -> tuple[Pool, Node, Node]:
@@ -108,24 +111,42 @@ def test_adaptive_control_makes_logged_decisions_when_a_stage_is_slow(tmp_path):
     assert next((w for w in research if w != 1), None) == 2 and max(research) <= 6, research
 
 
+def documented_exit_bound_s() -> float:
+    """The seconds docs/guide/watching.md promises between Ctrl+C and the end of the process."""
+    text = " ".join((REPO / "docs" / "guide" / "watching.md").read_text().split())
+    found = re.search(r"Ctrl\+C stops cleanly within ([0-9.]+) s", text)
+    assert found, "docs/guide/watching.md no longer states how soon Ctrl+C ends the run"
+    return float(found.group(1))
+
+
+def _status_value(run_dir: Path, key: str) -> int:
+    try:
+        return read_status(run_dir).get(key, 0)
+    except (OSError, ValueError):  # not written yet, or caught mid-replace
+        return 0
+
+
 @pytest.mark.slow
-def test_ctrl_c_stops_at_once_and_exits_within_5_s_while_every_llm_call_hangs(tmp_path):
+def test_ctrl_c_stops_at_once_and_exits_within_the_documented_bound_while_every_llm_call_hangs(tmp_path):
+    bound = documented_exit_bound_s()
     run_dir = tmp_path / "run"
+    err = tmp_path / "stderr.txt"  # a file, not a pipe: nothing blocks on it, nor waits for its end
     with SimulatorProcess(SimConfig(median_s=0.01, slots=8, seed=1, error_rate=1.0,
-                                    error_kinds=("hang",), hang_s=120)) as sim:
+                                    error_kinds=("hang",), hang_s=120)) as sim, err.open("w") as sink:
         proc = subprocess.Popen(
             [sys.executable, "-m", "evoforge.flows.cli", "run", "circle_packing", "--run-dir", str(run_dir),
              "--workspace", str(tmp_path / "ws"), "--llm-base-url", sim.base_url, "--no-mlflow",
-             "--max-evals", "20"], cwd=tmp_path, env=cli_env(tmp_path), stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, proc.communicate()
-            try:
-                if read_status(run_dir).get("research_busy", 0) >= 1:
-                    break
-            except (OSError, ValueError):
-                pass
+             "--max-evals", "20"], cwd=tmp_path, env=cli_env(tmp_path), stdout=subprocess.DEVNULL,
+            stderr=sink)
+        deadline = time.monotonic() + 120
+        while _status_value(run_dir, "research_busy") < 1:
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended (code {proc.returncode}) before a research call was in flight: "
+                            f"{_text(err)}")
+            if time.monotonic() > deadline:
+                proc.kill()
+                proc.wait()
+                pytest.fail(f"status.json never showed research_busy >= 1 within 120 s: {_text(err)}")
             time.sleep(0.2)
         time.sleep(0.5)  # the calls are hanging now
         signalled = time.monotonic()
@@ -133,12 +154,29 @@ def test_ctrl_c_stops_at_once_and_exits_within_5_s_while_every_llm_call_hangs(tm
         while "interrupted" not in _text(run_dir / "run.log") and time.monotonic() - signalled < 30:
             time.sleep(0.02)
         engine_stop_s = time.monotonic() - signalled
-        out, err = proc.communicate(timeout=60)
-        exit_s = time.monotonic() - signalled
-    assert proc.returncode == 130, err
+        while proc.poll() is None and time.monotonic() - signalled < 60:
+            time.sleep(0.005)
+        exit_s = time.monotonic() - signalled  # the shell's prompt would be back now
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, _text(err)
     assert engine_stop_s < 1.0, engine_stop_s  # the engine stops at once...
-    assert exit_s <= 5.0, exit_s  # ...and the process is gone within 5 s: records written, closed
+    # ...and the process is gone (records written, closed) within the bound the docs state, measured
+    # under load by bench/ctrl_c.py
+    assert exit_s <= bound, (exit_s, bound)
     assert read_status(run_dir)["state"] == "interrupted"
+    assert NOT_DRAWN in (run_dir / "report.md").read_text()  # the plots are left to `evoforge report`
+
+
+def test_an_interrupted_runs_report_has_no_plots_and_says_how_to_draw_them(tmp_path):
+    nodes = [Node(id="seed", run_id="r", code="x = 1\n", status=EVALUATED, score_full=0.5, origin="seed",
+                  created_at=1.0, evaluated_at=2.0)]
+    paths = RunPaths(tmp_path)
+    text, drawn = write_report(paths, nodes, [], RunFacts("t", True), "seed", draw=False)
+    assert drawn == [] and NOT_DRAWN in text and not paths.figures.exists()  # Ctrl+C does not wait for them
+    text, drawn = write_report(paths, nodes, [], RunFacts("t", True), "seed")
+    assert len(drawn) == 5 and all(f.path.is_file() for f in drawn) and NOT_DRAWN not in text
 
 
 def _text(path: Path) -> str:
@@ -156,7 +194,7 @@ def test_a_writer_failure_exits_1_with_the_traceback_in_run_log(tmp_path, monkey
     def failing_write(self, nodes, meta):
         calls["n"] += 1
         if calls["n"] > 4:
-            raise OSError(28, "No space left on device")
+            raise OSError(5, "Input/output error")
         return real_write(self, nodes, meta)
 
     monkeypatch.setattr(NodeStore, "write", failing_write)
@@ -167,7 +205,7 @@ def test_a_writer_failure_exits_1_with_the_traceback_in_run_log(tmp_path, monkey
     assert code == 1 and time.monotonic() - started < 60
     log = (run_dir / "run.log").read_text()
     assert "fatal error in sink nodes (3 batches failed in a row)" in log
-    assert "Traceback" in log and "No space left on device" in log
+    assert "Traceback" in log and "Input/output error" in log
 
 
 @pytest.mark.slow
@@ -218,12 +256,10 @@ def test_a_stop_kills_evaluations_running_on_the_task_runner(tmp_path):
 
     def interrupt_when_evaluating() -> None:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if read_status(run_dir).get("engineer_busy", 0) >= 2:
-                    break
-            except (OSError, ValueError):
-                pass
+        while _status_value(run_dir, "engineer_busy") < 2:
+            if time.monotonic() > deadline:  # stop the run all the same, and fail the test below
+                signalled["missed"] = 1.0
+                break
             time.sleep(0.1)
         time.sleep(0.5)
         signalled["at"] = time.monotonic()
@@ -234,5 +270,7 @@ def test_a_stop_kills_evaluations_running_on_the_task_runner(tmp_path):
     code = main(["run", str(task), "--run-dir", str(run_dir), "--workspace", str(tmp_path / "ws"),
                  "--max-evals", "10", "--no-mlflow", "--quiet"])
     returned = time.monotonic() - signalled["at"]
+    if "missed" in signalled:
+        pytest.fail("status.json never showed engineer_busy >= 2 (two evaluations running) within 60 s")
     assert code == 130 and returned < 5, returned
     assert processes_mentioning(str(tmp_path / "run" / ".scratch")) == []  # the sandboxes are gone

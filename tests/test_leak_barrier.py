@@ -1,12 +1,13 @@
-"""The leak barrier: held-out `final` scores never reach any code that chooses parents,
-inspirations, plans or promotions. Pinned two ways: no selection module can name them, and after a
+"""The leak barrier: held-out scores and cases (a gated task's `final` level, a text or playbook
+task's `test` split) never reach any code that chooses parents, inspirations, plans or promotions.
+Pinned two ways: no selection module can name them, in any form the code reads them by, and after a
 run whose final report recorded them, nothing reachable from the selection context holds one."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -22,21 +23,113 @@ from evoforge.stages.algorithms import asi_evolve
 from tests.gated_tasks import FINAL_LOW, write_staged_task
 
 REPO = Path(__file__).resolve().parent.parent
-# the only modules that may read or write final scores: the final report and report.md
-FINAL_READERS = {"flows/final_report.py", "stages/reports/run_report.py", "stages/reports/gated_report.py",
-                 "stages/reports/task_model_report.py",
-                 "infra/nodestore.py"}
-_FINAL_NAMES = re.compile(r"final_scores|FinalScore|score_final|at_level\(\s*[\"']final")
+LAYERS = ("flows", "stages", "evaluators", "cognition", "infra")
+HELD_OUT = ("test", "final")  # the held-out split of a task model's cases; the held-out level
+# names that denote them, or every split at once (iterating them reaches `test`)
+HELD_OUT_NAMES = {"TEST", "FINAL", "SPLITS", "splits", "final_scores", "FinalScore", "score_final",
+                  "write_final", "held_out", "held_out_of"}
+ALL = frozenset({"*"})
+# who may name them, and what: no module that selects is here (checked below)
+HELD_OUT_READERS: dict[str, frozenset[str]] = {
+    "flows/final_report.py": ALL,  # runs the winners on the held-out level or split
+    "stages/reports/run_report.py": ALL,  # report.md, from the final table
+    "stages/reports/gated_report.py": ALL,
+    "stages/reports/task_model_report.py": ALL,
+    "infra/nodestore.py": ALL,  # the final table itself
+    "evaluators/task_model.py": ALL,  # owns a text task's splits; scores the case ids it is given
+    "flows/session.py": frozenset({"held_out"}),  # report.md at the session's close
+    "flows/commands.py": frozenset({"held_out"}),  # `evoforge report`
+    "evaluators/task.py": frozenset({"'final'"}),  # whether task.yaml declares the level
+    "evaluators/task_yaml.py": frozenset({"'final'"}),  # task.yaml's level keys
+    "infra/nodes.py": frozenset({"'final'"}),  # the level vocabulary; Node.score refuses `final`
+    "stages/sinks/base.py": frozenset({"FINAL", "'final'"}),  # the event kind the final scores travel in
+    "stages/sinks/node_db.py": frozenset({"FINAL", "write_final"}),  # ...recorded into the final table
+    "stages/sinks/mlflow_sink.py": frozenset({"FINAL"}),  # ...and onto the MLflow parent run
+}
+READER_FOLDERS = ("evaluators/tasks/",)  # the built-in tasks' own evaluators define their splits
+SELECTION = ("stages/sample/", "stages/rounds/", "stages/population/", "stages/research", "stages/gate.py",
+             "stages/rollout.py", "stages/generate.py", "stages/merge.py", "stages/reflect",
+             "stages/curator.py", "stages/learn.py", "stages/tuning/", "stages/pipeline/", "flows/engine.py",
+             "flows/head.py", "cognition/")
 
 
-def test_no_module_outside_the_final_report_names_final_scores():
+def held_out_reads(source: str) -> list[str]:
+    """Every place `source` names a held-out split or level, or all splits at once: a `"test"` or
+    `"final"` string (`ids("test")`, `splits["test"]`, `at_level("final")`, `TEST = "test"`), a name
+    or attribute that stands for them (`TEST`, `SPLITS`, `.splits`, `final_scores`...), an import of
+    one, and a text task's cases by id (`.by_id`) other than looked up one at a time."""
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lower() in HELD_OUT:
+            found.append(f"{line}: '{node.value}'")
+        elif isinstance(node, ast.Name) and node.id in HELD_OUT_NAMES:
+            found.append(f"{line}: {node.id}")
+        elif isinstance(node, ast.Attribute) and node.attr in HELD_OUT_NAMES:
+            found.append(f"{line}: {node.attr}")
+        elif isinstance(node, ast.alias) and node.name.rsplit(".", 1)[-1] in HELD_OUT_NAMES:
+            found.append(f"{line}: {node.name.rsplit('.', 1)[-1]}")
+        elif isinstance(node, ast.Attribute) and node.attr == "by_id":
+            parent = parents.get(node)
+            if not (isinstance(parent, ast.Subscript) and parent.value is node):
+                found.append(f"{line}: by_id (all cases, every split)")
+    return found
+
+
+def _allowed(rel: str, read: str) -> bool:
+    allowed = HELD_OUT_READERS.get(rel, frozenset())
+    return rel.startswith(READER_FOLDERS) or allowed == ALL or read.split(": ", 1)[1] in allowed
+
+
+def test_no_module_outside_the_final_report_names_a_held_out_split_or_level():
     offenders = []
-    for layer in ("flows", "stages", "evaluators", "cognition", "infra"):
+    for layer in LAYERS:
         for path in sorted((REPO / layer).rglob("*.py")):
             rel = path.relative_to(REPO).as_posix()
-            if rel not in FINAL_READERS and _FINAL_NAMES.search(path.read_text()):
-                offenders.append(rel)
+            reads = held_out_reads(path.read_text())
+            offenders += [f"{rel}:{read}" for read in reads if not _allowed(rel, read)]
     assert offenders == []
+
+
+def test_no_selection_module_is_allowed_to_name_them():
+    readers = [*HELD_OUT_READERS, *READER_FOLDERS]
+    assert [r for r in readers if r.startswith(SELECTION)] == []
+    assert all((REPO / r).exists() for r in readers)  # a reader moved or renamed leaves the list
+
+
+@pytest.mark.parametrize("line", [
+    'ids = channel.module.ids("test")',
+    "ids = channel.module.ids('TEST')",
+    'cases = channel.module.splits["test"]',
+    'cases = channel.module.splits.get(split)',
+    "pool = [c for split in SPLITS for c in module.ids(split)]",
+    "from evoforge.flows.final_report import TEST",
+    "from evoforge.evaluators.task_model import SPLITS",
+    "ids = module.ids(TEST)",
+    'TEST = "test"',
+    'if split == "test": pass',
+    "pool = list(channel.module.by_id)",
+    "pool = channel.module.by_id.values()",
+    'request = request.at_level("final")',
+    "score = node.score(FINAL)",
+    "rows = store.final_scores()",
+    "from evoforge.infra.nodestore import FinalScore",
+    "rows = held_out(store)",
+    "x = node.score_final",
+])
+def test_the_scan_finds_every_form_of_a_held_out_read(line):
+    assert held_out_reads(line), line
+
+
+@pytest.mark.parametrize("line", [
+    'ids = channel.module.ids("train") or channel.module.ids("val")',
+    "case = channel.module.by_id[case_id]",  # one case, by an id from a split the search may use
+    'score = node.score("full")',
+])
+def test_the_scan_lets_the_search_read_its_own_splits(line):
+    assert held_out_reads(line) == []
 
 
 def test_nodes_carry_no_final_score():

@@ -23,6 +23,7 @@ import pytest
 
 from evoforge.evaluators.isolation import availability
 from evoforge.evaluators.isolation_notice import isolation_notices
+from tests.helpers import read_nodes
 from tests.hostile_corpus import CORPUS
 from tests.unprivileged import REPO, ensure_user, make_home, python, run_as_user, user_env
 
@@ -55,7 +56,7 @@ def _counts(done: subprocess.CompletedProcess[str]) -> dict[str, int]:
 def test_the_hostile_corpus_is_contained_as_an_ordinary_user(home: Path) -> None:
     done = _pytest_as_user(home, "tests/test_hostile_corpus.py")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert _counts(done) == {"passed": 2 * len(CORPUS) + 2}, done.stdout[-2000:]
+    assert _counts(done) == {"passed": 2 * len(CORPUS) + 4}, done.stdout[-2000:]
 
 
 @pytest.mark.slow
@@ -63,6 +64,59 @@ def test_a_run_as_an_ordinary_user_survives_every_hostile_candidate(home: Path) 
     done = _pytest_as_user(home, "tests/test_hostile_run.py")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert _counts(done) == {"passed": 1}, done.stdout[-2000:]
+
+
+def test_a_run_started_from_home_shows_its_candidates_no_key_and_no_workspace(home: Path) -> None:
+    """``python -m evoforge.flows.cli run`` from ``$HOME`` (the working directory: the first import
+    path entry) into ``./evoforge-runs``: the candidate that reads ``~/.ssh/id_rsa`` and every
+    run's database finds nothing, and no file of the workspace holds the key."""
+    user = ensure_user()
+    canary = f"EVOFORGE-CANARY-{os.urandom(8).hex()}"
+    (home / ".ssh").mkdir(mode=0o700)
+    (home / ".ssh" / "id_rsa").write_text(f"-----BEGIN OPENSSH PRIVATE KEY-----\n{canary}\n")
+    older = home / "evoforge-runs" / "older-run" / "nodes.duckdb"
+    older.parent.mkdir(parents=True)
+    older.write_text(f"DUCK{canary}DUCK")
+    task = home / "task"
+    task.mkdir()
+    (task / "evaluator.py").write_text(textwrap.dedent("""
+        import importlib.util
+        def evaluate(program_path):
+            spec = importlib.util.spec_from_file_location("p", program_path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module.run()
+    """))
+    (task / "initial_program.py").write_text(textwrap.dedent(f"""
+        import glob, re
+        # EVOLVE-BLOCK-START
+        def run():
+            read, missed = 0, 0
+            for path in ["{home}/.ssh/id_rsa", *glob.glob("{home}/evoforge-runs/*/nodes.duckdb"),
+                         *glob.glob("{home}/evoforge-runs/*/nodes/*/program.py")]:
+                try:
+                    found = re.findall(rb"EVOFORGE-CANARY-[0-9a-f]{{16}}", open(path, "rb").read())
+                    print("READ", path, *found)
+                    read += 1
+                except OSError as exc:
+                    print("MISSED", path, exc.strerror)
+                    missed += 1
+            return {{"combined_score": 1.0 - read, "files_read": float(read), "files_missed": float(missed)}}
+        # EVOLVE-BLOCK-END
+    """))
+    (home / "config.yaml").write_text("cognition: {enabled: false}\ntracking: {mlflow: true}\n")
+    for path in (home, *home.rglob("*")):
+        os.chown(path, user.pw_uid, user.pw_gid)
+    done = run_as_user([sys.executable, "-m", "evoforge.flows.cli", "run", str(task), "--config",
+                        str(home / "config.yaml"), "--max-evals", "2", "--quiet"], home, cwd=home)
+    assert done.returncode == 0, done.stderr[-3000:]
+    workspace = home / "evoforge-runs"
+    holding = [str(p) for p in workspace.rglob("*") if p.is_file() and canary.encode() in p.read_bytes()]
+    assert holding == [str(older)]  # nodes.duckdb, mlflow.db, run files: only where it was planted
+    assert (workspace / "mlflow.db").is_file() and (workspace / "task" / "nodes.duckdb").is_file()
+    seed = next(n for n in read_nodes(workspace / "task") if n.origin == "seed")
+    assert (seed.score_full, seed.metrics["files_read"]) == (1.0, 0.0), seed.error
+    assert "MISSED" in seed.artifacts.get("stdout_tail", "") and "READ" not in seed.artifacts["stdout_tail"]
 
 
 def test_the_task_model_link_works_inside_the_namespaces(home: Path) -> None:

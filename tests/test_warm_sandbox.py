@@ -94,8 +94,12 @@ def test_a_change_of_the_task_files_restarts_its_fork_server(task: Task) -> None
 
 
 def _started(marker: str) -> bool:
-    roots = {isolation.scratch_root(), Path(tempfile.gettempdir())}
-    return any(any(root.glob(f"evoforge-eval-*/{marker}")) for root in roots)
+    """Whether a candidate wrote ``marker`` in its directory: seen through its working directory,
+    since an isolated candidate writes into a tmpfs of its own mount namespace."""
+    roots = [isolation.scratch_root(), Path(tempfile.gettempdir())]
+    pids = [entry.name for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    return (any(os.path.exists(f"/proc/{pid}/cwd/{marker}") for pid in pids)
+            or any(any(root.glob(f"evoforge-eval-*/{marker}")) for root in roots))
 
 
 def test_a_crashed_fork_server_is_replaced_and_its_candidate_evaluated_again(task: Task) -> None:

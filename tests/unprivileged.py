@@ -58,21 +58,23 @@ def user_env(home: Path, **extra: str) -> dict[str, str]:
 
 def run_as_user(argv: list[str], home: Path, env: dict[str, str] | None = None,
                 forbid_userns: bool = False, timeout: float = 900.0,
-                expose: tuple[Path, ...] = ()) -> subprocess.CompletedProcess[str]:
-    """Run ``argv`` as the test user in ``REPO`` (see the module doc), output captured."""
+                expose: tuple[Path, ...] = (), cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as the test user in ``cwd`` (see the module doc), output captured."""
     ensure_user()  # made here, once, before any launcher looks it up
     paths = sorted({*needed_paths(), REPO, *(p.resolve() for p in expose)})
     launcher = [sys.executable, "-m", "tests.unprivileged", json.dumps(argv),
-                json.dumps([str(p) for p in paths]), "forbid" if forbid_userns else "allow"]
+                json.dumps([str(p) for p in paths]), "forbid" if forbid_userns else "allow", str(cwd)]
     return subprocess.run(launcher, cwd=REPO, env=env or user_env(home), capture_output=True, text=True,
                           timeout=timeout)  # a fresh single-threaded Python does the rest: see _launch
 
 
-def _launch(argv: list[str], paths: list[str], forbid_userns: bool) -> None:
-    """(Forbid user namespaces,) cover, drop to the user, then exec ``argv``: in a process of its own,
-    because ``unshare(CLONE_NEWUSER)`` refuses a threaded process, and a child forked from a test
-    process may be one (LanceDB's fork handler starts threads in the child once it is loaded)."""
+def _launch(argv: list[str], paths: list[str], forbid_userns: bool, cwd: str) -> None:
+    """(Forbid user namespaces,) cover, drop to the user, then exec ``argv`` in ``cwd``: in a process
+    of its own, because ``unshare(CLONE_NEWUSER)`` refuses a threaded process, and a child forked
+    from a test process may be one (LanceDB's fork handler starts threads in the child once it is
+    loaded)."""
     _drop(ensure_user(), [Path(p) for p in paths], forbid_userns)()
+    os.chdir(cwd)
     os.execvp(argv[0], argv)
 
 
@@ -127,4 +129,4 @@ def python(code: str) -> list[str]:
 
 
 if __name__ == "__main__":
-    _launch(json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "forbid")
+    _launch(json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3] == "forbid", sys.argv[4])

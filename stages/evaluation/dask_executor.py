@@ -14,10 +14,8 @@ The workers need no copy of the task: the run ships its folder (stages/evaluatio
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import os
-import socket
 import sys
 import threading
 import uuid
@@ -33,7 +31,9 @@ from prefect.settings import (
 )
 from prefect.task_runners import TaskRunner
 
+from evoforge.infra.addresses import is_local_address
 from evoforge.infra.config import RunConfig
+from evoforge.infra.llm.keys import key_env_names
 from evoforge.infra.prefect_server import start_temporary_server
 
 log = logging.getLogger("evoforge.dask")
@@ -54,18 +54,14 @@ def _prefect_dask() -> Any:
     return prefect_dask
 
 
-def secret_env_names(cfg: RunConfig) -> list[str]:
-    """Environment variables holding LLM keys: blanked in local worker processes, which never call an LLM."""
-    return sorted({"OPENAI_API_KEY", *(e.api_key_env for e in cfg.llm.endpoints if e.api_key_env)})
-
-
 def dask_task_runner(cfg: RunConfig) -> TaskRunner:
     """prefect-dask's runner on the scheduler at `engine.dask_address`, or on a temporary local
     cluster of one single-threaded worker process per evaluation worker."""
     runner = _prefect_dask().DaskTaskRunner
     if cfg.engine.dask_address is not None:
         return runner(address=cfg.engine.dask_address)
-    env = {**dict.fromkeys(secret_env_names(cfg), ""), DASK_LOG_ENV: os.environ.get(DASK_LOG_ENV, "warning")}
+    # workers never call an LLM: every key variable the config names is blank there (infra/llm/keys.py)
+    env = {**dict.fromkeys(key_env_names(cfg), ""), DASK_LOG_ENV: os.environ.get(DASK_LOG_ENV, "warning")}
     return runner(cluster_class="distributed.LocalCluster", cluster_kwargs={
         "n_workers": cfg.engine.workers["engineer"], "threads_per_worker": 1, "processes": True, "env": env})
 
@@ -80,15 +76,6 @@ def check_scheduler(address: str) -> int:
     except (OSError, TimeoutError, ValueError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         raise DaskSetupError(f"cannot reach the Dask scheduler at {address}: {reason}") from None
-
-
-def is_local_address(address: str) -> bool:
-    """True when a scheduler address names this machine's loopback interface."""
-    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
-    try:
-        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
-    except (OSError, ValueError):
-        return False
 
 
 @asynccontextmanager

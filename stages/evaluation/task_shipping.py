@@ -7,6 +7,10 @@ the same files give the same bytes; the bundle's `digest` is that tar's sha256 a
 tar gzip-compressed. A changed file is a new digest, which is a new cache folder on each worker:
 a worker never evaluates against an older copy, and needs no restart to get the new one.
 
+What a folder ships is chosen by evaluators/task_files.py: its `.evoforgeignore` (gitignore
+syntax) leaves entries out, and a file whose name looks like a secret (`.env`, `*.pem`, `id_rsa`,
+...) is refused with one line naming it unless that ignore file leaves it out or lists it with `!`.
+
 What a bundle may hold is bounded: at most `SHIP_LIMIT_MB` of file content, and nothing from
 outside the folder. A symbolic link whose target stays inside the folder is kept as a relative
 link; one that leaves it (or dangles), and any device, socket or pipe, is refused with one line
@@ -32,13 +36,14 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from evoforge.evaluators.task_files import IGNORE_FILE, SKIPPED_DIRS, SKIPPED_SUFFIXES, TaskFiles
+
 SHIP_LIMIT_MB = 64  # file content a Dask run ships to its workers, at most
-SKIPPED_DIRS = ("__pycache__",)
-SKIPPED_SUFFIXES = (".pyc",)
 
 
 class ShipError(ValueError):
-    """The task folder cannot be shipped to Dask workers (too large, a link out of it, a device)."""
+    """The task folder cannot be shipped to Dask workers (too large, a link out of it, a device, a
+    secret-looking file)."""
 
 
 @dataclass(frozen=True)
@@ -83,17 +88,27 @@ def pack_task(root: Path, limit_mb: float = SHIP_LIMIT_MB) -> TaskBundle:
 
 
 def _scan(root: Path, limit_mb: float) -> list[tuple[str, Path, str | None]]:
-    """(relative name, path, relative link target or None) of every entry, sorted; refuses what
-    cannot travel and a folder over the limit before reading any file."""
+    """(relative name, path, relative link target or None) of every entry the ignore file keeps,
+    sorted; refuses what cannot travel, an unlisted secret-looking file and a folder over the
+    limit before reading any file."""
     found: list[tuple[str, Path, str | None]] = []
     total = 0
+    rules = TaskFiles.of(root)
     for here, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
         base = Path(here)
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS
+                         and not rules.ignored((base / d).relative_to(root).as_posix(), is_dir=True))
         for name in [*dirs, *sorted(n for n in names if not n.endswith(SKIPPED_SUFFIXES))]:
             path = base / name
             rel = path.relative_to(root).as_posix()
             info = path.lstat()
+            if name not in dirs and rules.ignored(rel):
+                continue
+            secret = None if stat.S_ISDIR(info.st_mode) else rules.unlisted_secret(rel)
+            if secret is not None:
+                raise ShipError(f"task folder {root}: {rel} looks like a secret ({secret}) and would be "
+                                f"shipped to every Dask worker: leave it out in {IGNORE_FILE}, or list it "
+                                f"there as !{rel} to ship it")
             if stat.S_ISLNK(info.st_mode):
                 found.append((rel, path, _inner_link(root, path, rel)))
                 if name in dirs:

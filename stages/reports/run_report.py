@@ -55,12 +55,16 @@ def held_out_cost(store: NodeStore) -> tuple[float, float]:
     return sum(r.seconds for r in rows), sum(r.cpu_s for r in rows)
 
 
+NOT_DRAWN = ("Not drawn: the run was interrupted. `evoforge report RUN` draws them, and so does the end "
+             "of the resumed run.")
+
+
 def write_report(paths: RunPaths, nodes: Sequence[Node], finals: Sequence[FinalScore], facts: RunFacts,
-                 best_id: str | None, plans: Sequence[Plan] = (), promotions: Sequence[PromotionSummary] = ()
-                 ) -> tuple[str, list[Figure]]:
+                 best_id: str | None, plans: Sequence[Plan] = (), promotions: Sequence[PromotionSummary] = (),
+                 draw: bool = True) -> tuple[str, list[Figure]]:
     """Write report.md and its plots from the run's nodes and held-out final scores (the end of
     a run has them in memory; `evoforge report` reads them from the node database); returns the
-    text and the figures drawn."""
+    text and the figures drawn (`draw=False`, an interrupted run's: none, and the report says so)."""
     nodes = list(nodes)
     sections: list[str] = []
     if facts.gated:
@@ -74,7 +78,10 @@ def write_report(paths: RunPaths, nodes: Sequence[Node], finals: Sequence[FinalS
         sections = optuna_section(nodes, facts.search_level, facts.maximize)
     if facts.task_model is not None:
         sections += usage_section(facts.task_model)
-    figures, drawn = report_figures(paths, nodes, facts.search_level, facts.maximize, best_id=best_id)
+    if draw:
+        figures, drawn = report_figures(paths, nodes, facts.search_level, facts.maximize, best_id=best_id)
+    else:  # Ctrl+C exits at once: drawing takes 0.8-2.6 s, and `evoforge report` draws them later
+        figures, drawn = ["## Figures", "", NOT_DRAWN, ""], []
     text = report_md(facts.task, nodes, facts.maximize, level=facts.search_level, sections=sections)
     text += "\n" + "\n".join(figures)
     write_atomic(paths.report, text)

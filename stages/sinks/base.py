@@ -73,7 +73,10 @@ class Sink(ABC):
 
     `interval_s` is how long an event may wait for others to be recorded with it (batching); the
     hub calls `record` on the sink's own thread, never on the flow's event loop. An exception out
-    of `record` is counted against the sink and logged with its traceback; the run goes on.
+    of `record` is counted against the sink and logged with its traceback; the run goes on, and the
+    same events (with any that came since) are given to `record` again after a backoff, so a
+    sink writes them such that a second time changes nothing. At most `max_pending` events wait
+    for a sink; beyond that the oldest are dropped and counted as never recorded.
     """
 
     name: ClassVar[str]
@@ -81,6 +84,7 @@ class Sink(ABC):
     # a critical sink (the node database: the source of truth) that fails this many batches in a
     # row stops the run through its fatal path, so that no more work goes unrecorded
     critical_after: ClassVar[int | None] = None
+    max_pending: ClassVar[int] = 5_000  # events held for a failing or slow sink (bounded memory)
 
     @abstractmethod
     def record(self, events: Sequence[Event]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from evoforge.infra.artifacts import ArtifactKind
 from evoforge.infra.nodes import Node
 from evoforge.infra.runfiles import RunPaths
-from evoforge.infra.tracking import ChildRun, Tracker
+from evoforge.infra.tracking import ChildRun, Tracker, sqlite_file
 from evoforge.stages.rounds.promotion import PromotionSummary, promotion_md
 from evoforge.stages.sinks.base import Event, EventKind, Sink
 from evoforge.stages.sinks.mlflow_runs import PROMOTION, candidate_run, promotion_runs, trial_runs
@@ -55,34 +55,48 @@ class MlflowRecords(Sink):
                  artifact: ArtifactKind | None = None) -> None:
         self.tracker, self.level, self.paths, self.artifact = tracker, level, paths, artifact
         self.candidates = 0
+        # events of a batch that failed part-way which were written before it failed (by id(): the
+        # hub holds them until they are given again), so that the retry writes each once
+        self._written: set[int] = set()
+        self._store = sqlite_file(tracker.uri)
 
     def record(self, events: Sequence[Event]) -> None:
+        if self._store is not None and not self._store.is_file():
+            raise FileNotFoundError(f"the MLflow store {self._store} was removed during the run; "
+                                    f"its records wait here until it is back")
         runs: list[tuple[ChildRun, list[ChildRun], Sequence[Any]]] = []
+        group: list[Event] = []  # the events behind `runs`
         best: tuple[dict[str, float], int] | None = None
         for event in events:
             node = event.node
+            if id(event) in self._written:
+                continue
             if event.kind == EventKind.FINISHED and node is not None and node.status.terminal:
                 study = study_of(event)
                 children = trial_runs(node, study, self.level) if study is not None else []
                 run = candidate_run(node, self.level, trials_text(node, study), self.artifact)
                 runs.append((run, children, event.llm_calls))
+                group.append(event)
                 score = node.score(self.level)
                 if event.new_best and score is not None:
                     best = ({f"best_score_{self.level}": score, "evaluations": float(event.evaluations)},
                             event.evaluations)
             elif event.kind in (EventKind.PLAN, EventKind.PROMOTION, EventKind.FINAL, EventKind.PARENT,
                                 EventKind.CLOSE):
-                self._flush(runs)  # in order: candidates before what comes after them
-                runs = []
+                self._flush(runs, group)  # in order: candidates before what comes after them
+                runs, group = [], []
                 self._run_level(event)
-        self._flush(runs)
+                self._written.add(id(event))
+        self._flush(runs, group)
         if best is not None:
             self.tracker.log_parent(metrics=best[0], step=best[1])
+        self._written.clear()  # the whole batch is written
 
-    def _flush(self, runs: list[tuple[ChildRun, list[ChildRun], Sequence[Any]]]) -> None:
+    def _flush(self, runs: list[tuple[ChildRun, list[ChildRun], Sequence[Any]]], group: list[Event]) -> None:
         if runs:
-            self.tracker.log_runs(runs)
+            self.tracker.log_runs(runs)  # all or nothing (one transaction)
             self.candidates += len(runs)
+            self._written.update(id(e) for e in group)
 
     def _run_level(self, event: Event) -> None:
         if event.kind == EventKind.PLAN:

@@ -37,6 +37,7 @@ class RunFiles(Sink):
                  artifact: ArtifactKind | None = None) -> None:
         self.paths, self.timeline = paths, timeline
         self.artifact = artifact or Program()
+        self._appended: set[int] = set()  # snapshots on the timeline from a batch given again (by id())
 
     def record(self, events: Sequence[Event]) -> None:
         nodes: dict[str, tuple[Node, Event]] = {}
@@ -50,13 +51,15 @@ class RunFiles(Sink):
                 best = event.best
             if event.kind == EventKind.PLAN:
                 write_atomic(self.paths.research_plan, event.payload[1])
-            elif event.kind == EventKind.SNAPSHOT:
+            elif event.kind == EventKind.SNAPSHOT and id(event) not in self._appended:
                 self._write_snapshot(event.payload)
+                self._appended.add(id(event))
         for node, _ in nodes.values():
             write_node_files(self.paths, node, self.artifact)
         if best is not None:
             for name, text in self.artifact.stored(best.code).items():
                 write_atomic(self.paths.best_dir / name, text)
+        self._appended.clear()  # the whole batch is written
 
     def rebuild(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
@@ -69,9 +72,9 @@ class RunFiles(Sink):
         folder.mkdir(parents=True, exist_ok=True)
         if prompt and not (folder / "prompt.md").exists():
             text = "\n\n".join(f"## {m['role']}\n\n{m['content']}" for m in prompt)
-            (folder / "prompt.md").write_text(text)
+            write_atomic(folder / "prompt.md", text)
         if answer and not (folder / "answer.md").exists():
-            (folder / "answer.md").write_text(answer)
+            write_atomic(folder / "answer.md", answer)
 
     def _write_snapshot(self, snapshot: Mapping[str, Any]) -> None:
         write_atomic(self.paths.status, json.dumps(snapshot["status"], indent=2, default=str) + "\n")
@@ -90,11 +93,10 @@ def write_node_files(paths: RunPaths, node: Node, artifact: ArtifactKind | None 
     folder.mkdir(parents=True, exist_ok=True)
     if node.code:
         for name, text in (artifact or Program()).stored(node.code).items():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_text(text)
+            write_atomic(folder / name, text)
     if node.diff:
-        (folder / "diff.patch").write_text(node.diff)
+        write_atomic(folder / "diff.patch", node.diff)
     if node.analysis:
-        (folder / "analysis.md").write_text(node.analysis)
+        write_atomic(folder / "analysis.md", node.analysis)
     summary = {k: getattr(node, k) for k in _RESULT_FIELDS}
-    (folder / "result.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_atomic(folder / "result.json", json.dumps(summary, indent=2, default=str))  # last: all there
