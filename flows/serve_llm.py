@@ -8,15 +8,8 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from evoforge.infra.vllm_server import (
-    LaunchSpec,
-    Served,
-    default_python,
-    free_port,
-    serve,
-    shown_command,
-    stop_on_signals,
-)
+from evoforge.infra.llm_server import LaunchSpec, Served, free_port, serve, shown_command, stop_on_signals
+from evoforge.infra.vllm_server import VLLM, default_python
 
 
 @flow(name="evoforge-serve-llm", persist_result=False)
@@ -33,8 +26,9 @@ def serve_llm_flow(model: str, python: str | None = None, host: str = "0.0.0.0",
         raise ValueError("serve_llm_flow: pass vLLM's API key as VLLM_API_KEY in the worker's "
                          "environment, not in vllm_args (flow parameters are stored by Prefect)")
     logger = get_run_logger()
-    spec = LaunchSpec(model=model, python=python or default_python(), host=host, port=port or free_port(host),
-                      extra_args=tuple(args), startup_timeout_s=startup_timeout_s)
+    spec = LaunchSpec(model=model, python=python or default_python(), kind=VLLM, host=host,
+                      port=port or free_port(host), extra_args=tuple(args),
+                      startup_timeout_s=startup_timeout_s)
     logger.info("starting: %s", shown_command(spec.command()))
 
     def ready(served: Served) -> None:

