@@ -9,6 +9,7 @@ from evoforge.cognition.minilm import MiniLMEmbedder
 from evoforge.cognition.onnx_embedder import OnnxEmbedder
 from evoforge.cognition.openai_embedder import OpenAIEmbedder
 from evoforge.infra.config import CognitionConfig
+from evoforge.infra.llm.keys import embedder_key
 
 
 def make_embedder(cfg: CognitionConfig) -> Embedder:
@@ -25,5 +26,6 @@ def make_embedder(cfg: CognitionConfig) -> Embedder:
     if cfg.embedding == "minilm":
         return MiniLMEmbedder(cfg.embedding_model)
     if cfg.embedding == "openai":
-        return OpenAIEmbedder(base_url=cfg.embedding_base_url, model=cfg.embedding_model)
+        return OpenAIEmbedder(base_url=cfg.embedding_base_url, model=cfg.embedding_model,
+                              api_key=embedder_key(cfg))  # its own key only
     return LexicalEmbedder()

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import openai
 
 from evoforge.cognition.embedder import Embedder, unit_rows
 from evoforge.cognition.errors import CognitionError
+from evoforge.infra.llm.keys import NO_KEY
 
 DEFAULT_MODEL = "text-embedding-3-small"
 _BATCH = 256  # texts per request
 
 
 class OpenAIEmbedder(Embedder):
-    """Vectors from an embeddings endpoint; the API key is used for requests and nothing else.
+    """Vectors from an embeddings endpoint; the API key given (none: no key, whatever the
+    environment holds; infra/llm/keys.py `embedder_key` decides) goes to it and nowhere else.
 
     The dimension is the endpoint's: it is learnt from the first answer (or a one-text probe).
     """
@@ -30,8 +30,9 @@ class OpenAIEmbedder(Embedder):
         self.model = model or DEFAULT_MODEL
         self.base_url = base_url
         self.name = f"openai:{self.model}"
-        key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"  # local servers take any key
-        self._client = openai.OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=2)
+        self._keyless = not api_key
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or NO_KEY, timeout=timeout_s,
+                                     max_retries=2)
         self._dim: int | None = None
 
     def __repr__(self) -> str:
@@ -61,8 +62,10 @@ class OpenAIEmbedder(Embedder):
         try:
             answer = self._client.embeddings.create(model=self.model, input=texts, encoding_format="float")
         except openai.APIStatusError as exc:
+            hint = (" (no key was sent: name its variable in cognition.embedding_api_key_env)"
+                    if exc.status_code == 401 and self._keyless else "")
             raise CognitionError(f"embedding endpoint {self._where()} answered HTTP {exc.status_code} "
-                                 f"for model {self.model}") from None
+                                 f"for model {self.model}{hint}") from None
         except openai.APIConnectionError:
             raise CognitionError(f"embedding endpoint {self._where()} is unreachable") from None
         data = sorted(answer.data, key=lambda d: d.index)

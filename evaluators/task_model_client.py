@@ -5,7 +5,8 @@ A task scored with a task model reaches it through one ``TaskModelClient`` per r
 declares ``task_model: true`` gets, whose sandboxed evaluations call it over their link
 (task_model_link.py). Every call goes to the task model's endpoint (``task_model.llm``, default
 the proposer's), at most ``task_model.concurrency`` at once over the whole run, and is counted
-(calls, tokens, seconds, dollars) apart from the proposer's; the backend checks the money budget
+(calls, tokens, seconds, dollars) apart from the proposer's, none longer than
+``task_model.max_tokens``; the backend checks the money budget
 (``budget.max_cost_usd``) before it sends a call and refuses it once the budget is spent.
 ``attach_channel`` makes a client the one this process's evaluations of a task use::
 
@@ -23,9 +24,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from evoforge.evaluators.task import Task
-from evoforge.infra.config import ModelPrice
+from evoforge.infra.config import ModelPrice, TaskModelConfig
 from evoforge.infra.llm.pricing import call_cost
 from evoforge.infra.llm.types import LLMBackend
+
+DEFAULT_MAX_CALLS: int = TaskModelConfig.model_fields["max_calls_per_eval"].default
 
 
 @dataclass
@@ -35,6 +38,7 @@ class TaskModelUsage:
     calls: int = 0
     cached: int = 0
     failed: int = 0
+    refused: int = 0  # of the failed: over the evaluation's task_model.max_calls_per_eval
     tokens_in: int = 0
     tokens_out: int = 0
     seconds: float = 0.0
@@ -56,20 +60,22 @@ class TaskModelClient:
     """The run's way to its task model: the backend, the bound on calls at once, the run's meters."""
 
     def __init__(self, backend: LLMBackend, *, concurrency: int, max_tokens: int, temperature: float,
-                 prices: Mapping[str, ModelPrice]) -> None:
+                 prices: Mapping[str, ModelPrice], max_calls_per_eval: int = DEFAULT_MAX_CALLS) -> None:
         self.backend = backend
         self.max_tokens, self.temperature, self.prices = max_tokens, temperature, prices
+        self.max_calls_per_eval = max_calls_per_eval  # a sandboxed evaluation's calls (task_model_link.py)
         self.concurrency = concurrency
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self.usage = TaskModelUsage()  # the run's, over every evaluation
 
     async def ask(self, messages: list[dict[str, str]], usage: TaskModelUsage,
                   max_tokens: int | None = None) -> str:
-        """The task model's answer to `messages`, counted in `usage` (an evaluation's); LLMError
-        when the call failed or was refused (the money budget is spent), counted by the caller."""
+        """The task model's answer to `messages`, counted in `usage` (an evaluation's), at most
+        `task_model.max_tokens` long whatever `max_tokens` asks; LLMError when the call failed or
+        was refused (the money budget is spent), counted by the caller."""
+        limit = min(max_tokens or self.max_tokens, self.max_tokens)
         async with self._slots_here():  # the backend holds the call to the money budget first
-            completion = await self.backend.complete(
-                messages, temperature=self.temperature, max_tokens=max_tokens or self.max_tokens)
+            completion = await self.backend.complete(messages, temperature=self.temperature, max_tokens=limit)
         usage.calls += 1
         usage.tokens_in += completion.tokens_in
         usage.tokens_out += completion.tokens_out

@@ -10,7 +10,10 @@ budget before it is sent. A call refused, failed, malformed or not answered in t
 ``error`` line back (and counts as ``failed``), and the evaluation decides what that means. A
 call left unanswered is given up at ``DEADLINE_SHARE`` of the evaluation's timeout (or the
 caller's ``timeout_s``), so the error reaches the child before the sandbox kills it; at most
-``MAX_PENDING`` calls of one evaluation wait at once. Example::
+``MAX_PENDING`` calls of one evaluation wait at once, none is longer than ``task_model.max_tokens``
+(a larger ``max_tokens`` is clamped), and one evaluation sends at most
+``task_model.max_calls_per_eval`` calls: later ones are refused unsent, the reason goes back to the
+child and the node counts them (``task_model_refused``, also in ``task_model_failed``). Example::
 
     async with open_link(task, limits.timeout_s) as link:   # None: the task declares none
         result = await run_sandboxed(argv, workdir, limits, task_model_fd=link.child_fd)
@@ -38,7 +41,7 @@ log = logging.getLogger(__name__)
 
 MAX_LINE = 4 * 2**20  # a request larger than this ends the link
 MAX_PENDING = 64  # calls of one evaluation waiting at once; more are refused
-MAX_TOKENS = 65536  # the most a call may ask for
+MAX_TOKENS = 65536  # the most a request may name (it is clamped to task_model.max_tokens)
 DEADLINE_SHARE = 0.9  # a call is given up at this share of the evaluation's timeout
 ROLES = ("system", "user", "assistant", "developer")
 
@@ -59,6 +62,7 @@ class TaskModelLink:
         mine.setblocking(False)
         self._mine, self._theirs = mine, theirs
         self._calls: set[asyncio.Task[None]] = set()
+        self._sent = 0  # calls let through to the client, for task_model.max_calls_per_eval
         self._write = asyncio.Lock()
         self._writer: asyncio.StreamWriter | None = None
 
@@ -95,7 +99,14 @@ class TaskModelLink:
                 self.usage.failed += 1
                 await self._reply({"id": number, "error": f"too many task model calls at once (at most "
                                                           f"{MAX_PENDING} per evaluation): not sent"})
+            elif self._sent >= self.client.max_calls_per_eval:
+                self.usage.failed += 1
+                self.usage.refused += 1
+                await self._reply({"id": number, "error": f"task model call refused: this evaluation has "
+                                                          f"made its {self.client.max_calls_per_eval} calls "
+                                                          f"(task_model.max_calls_per_eval): not sent"})
             else:
+                self._sent += 1
                 call = asyncio.ensure_future(self._answer(number, request))
                 self._calls.add(call)
                 call.add_done_callback(self._calls.discard)

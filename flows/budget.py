@@ -24,7 +24,9 @@ class Budget:
         return self.cfg.max_wall_s is not None and time.monotonic() - self.started >= self.cfg.max_wall_s
 
     def _tokens_over(self) -> bool:
-        used = self.stats.tokens_in + self.stats.tokens_out
+        used = self.stats.tokens_in + self.stats.tokens_out  # the nodes' calls
+        if self.spending is not None:  # every call the servers counted, over the run's sessions
+            used = max(used, self.spending.tokens_in + self.spending.tokens_out)
         return self.cfg.max_tokens is not None and used >= self.cfg.max_tokens
 
     def stop_reason(self) -> str | None:

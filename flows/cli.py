@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-evals", type=int, help="evaluations in the run folder, resumed ones included")
     run.add_argument("--max-wall-s", type=float, help="wall-clock limit of this invocation")
     run.add_argument("--max-tokens", type=int, help="LLM tokens in the run, in + out")
-    run.add_argument("--max-cost-usd", type=float, help="USD of LLM calls in this invocation (llm.prices)")
+    run.add_argument("--max-cost-usd", type=float,
+                     help="USD of LLM calls in the run, over all its sessions (llm.prices)")
     run.add_argument("--llm-base-url", help="OpenAI-compatible server, e.g. http://gpu-box:8000/v1")
     run.add_argument("--llm-model", help="model name (default: the server's first model)")
     run.add_argument("--mode", choices=["async", "sync"])

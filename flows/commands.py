@@ -142,10 +142,7 @@ def status_text(status: dict[str, Any]) -> str:
         lines.append(f"task model    {used['calls']} calls ({used['cached']} cached, {used['failed']} "
                      f"failed), {used['tokens_in']} tokens in / {used['tokens_out']} out, "
                      f"{used['seconds']:.1f} s, ${used['cost_usd']:.4f}")
-    spending = status.get("spending") or {}
-    if spending.get("cap_usd") is not None:
-        lines.append(f"spent         ${spending['spent_usd']:.4f} of ${spending['cap_usd']:.4f} "
-                     f"(${spending['left_usd']:.4f} left)")
+    lines.extend(_spending_lines(status.get("spending") or {}))
     if status.get("stop_reason"):
         lines.append(f"stop reason   {status['stop_reason']}")
     return "\n".join(lines)
@@ -157,6 +154,22 @@ def _model_line(name: str, row: dict[str, Any]) -> str:
     return (f"{name}: {row.get('calls', 0)} calls, {row.get('improvements', 0)} improved, "
             f"{row.get('tokens_in', 0)} in / {row.get('tokens_out', 0)} out tokens, "
             f"{row.get('llm_s_per_candidate', 0.0)} LLM s/candidate, {cost}")
+
+
+def _spending_lines(spending: dict[str, Any]) -> list[str]:
+    """The money and tokens of the run's LLM calls, over its sessions and in this one."""
+    session = spending.get("session") or {}
+    lines = []
+    if spending.get("cap_usd") is not None:
+        lines.append(f"spent         ${spending['spent_usd']:.4f} of ${spending['cap_usd']:.4f} "
+                     f"(${spending['left_usd']:.4f} left) over the run's sessions"
+                     + (f"; this session ${session['spent_usd']:.4f}" if "spent_usd" in session else ""))
+    if spending.get("calls"):
+        lines.append(f"llm usage     {spending['calls']} calls, {spending.get('tokens_in', 0)} tokens in / "
+                     f"{spending.get('tokens_out', 0)} out over the run's sessions"
+                     + (f"; this session {session.get('calls', 0)} calls, {session.get('tokens_in', 0)} in / "
+                        f"{session.get('tokens_out', 0)} out" if session else ""))
+    return lines
 
 
 def cmd_status(run_dir: Path, as_json: bool) -> int:

@@ -7,8 +7,9 @@ when the config selects it, the Dask scheduler. A check whose part the config ne
 fails is ``MISSING`` and makes the exit code 1; a weaker-than-best part that still works is
 ``warn``. The isolation line is the run's own decision (evaluators/isolation_notice.py): MISSING
 exactly when `evoforge run` would refuse to start (no isolation here and an LLM key in reach), warn
-when a run goes ahead with a notice. No secret is printed: an endpoint's key is read from its
-environment variable and sent only to that endpoint. Example::
+when a run goes ahead with a notice. Every LLM endpoint is probed (the main one or the router's,
+``analyze.llm``, ``task_model.llm``), each with only the key it gets in a run (infra/llm/keys.py);
+no key is printed. Example::
 
     $ evoforge doctor
     ok       isolation  userns: user, pid, network and mount namespaces; read-only filesystem
@@ -27,7 +28,8 @@ from pathlib import Path
 
 import httpx
 
-from evoforge.infra.config import RunConfig
+from evoforge.infra.config import ConfigError, RunConfig
+from evoforge.infra.llm import keys
 
 TIMEOUT_S = 5.0
 LOW_DISK_B = 2 << 30  # under 2 GiB free: a warning (MLflow, the node database and run folders grow)
@@ -98,15 +100,17 @@ def check_embedder(cfg: RunConfig) -> Check:
 
 
 def check_llm(cfg: RunConfig) -> Check:
-    endpoints = [(str(e.base_url), e.api_key_env) for e in cfg.llm.endpoints]
-    if not endpoints and cfg.llm.base_url is not None:
-        endpoints = [(str(cfg.llm.base_url), None)]
+    endpoints = llm_endpoints(cfg)
     if not endpoints:
         return Check("llm", OFF, "no LLM configured: runs use the offline proposer and say so "
                                  "(--llm-base-url or llm.base_url for a real one)")
     found, failed = [], []
-    for base_url, key_env in endpoints:
-        key = os.environ.get(key_env or "OPENAI_API_KEY", "")
+    for where, base_url, key_env in endpoints:
+        try:
+            key = keys.endpoint_key(cfg.llm, base_url, key_env, where)
+        except ConfigError as exc:
+            failed.append(f"{base_url}: {exc}")
+            continue
         try:
             answer = httpx.get(f"{base_url.rstrip('/')}/models", timeout=TIMEOUT_S,
                                headers={"Authorization": f"Bearer {key}"} if key else {})
@@ -114,13 +118,32 @@ def check_llm(cfg: RunConfig) -> Check:
             failed.append(f"{base_url}: unreachable ({type(exc).__name__})")
             continue
         if answer.status_code != 200:
-            failed.append(f"{base_url}: HTTP {answer.status_code} on /models")
+            hint = f" (no key sent: set {where}.api_key_env)" if answer.status_code == 401 and not key else ""
+            failed.append(f"{base_url}: HTTP {answer.status_code} on /models{hint}")
             continue
         models = [m.get("id") for m in answer.json().get("data", []) if isinstance(m, dict)]
         found.append(f"{base_url} ({', '.join(map(str, models[:3])) or 'no models listed'})")
     if failed:
         return Check("llm", MISSING, "; ".join(failed + found))
     return Check("llm", OK, "; ".join(found))
+
+
+def llm_endpoints(cfg: RunConfig) -> list[tuple[str, str, str | None]]:
+    """(config key, base URL, api_key_env) of every LLM endpoint the config names, each base URL
+    and key variable once: the main one or the router's, then the Analyzer's and the task model's."""
+    named = [(f"llm.endpoints.{i}", str(e.base_url), e.api_key_env) for i, e in enumerate(cfg.llm.endpoints)]
+    if not named and cfg.llm.base_url is not None:
+        named = [("llm", str(cfg.llm.base_url), None)]
+    named += [(where, str(e.base_url), e.api_key_env)
+              for where, e in (("analyze.llm", cfg.analyze.llm), ("task_model.llm", cfg.task_model.llm))
+              if e is not None]
+    seen: set[tuple[str, str | None]] = set()
+    unique = []
+    for where, base_url, key_env in named:
+        if (base_url.rstrip("/"), key_env) not in seen:
+            seen.add((base_url.rstrip("/"), key_env))
+            unique.append((where, base_url, key_env))
+    return unique
 
 
 def check_prefect(cfg: RunConfig) -> Check:

@@ -33,7 +33,7 @@ from evoforge.infra.config import DEFAULT_MAX_WORKERS, DEFAULT_WORKERS, ConfigEr
 from evoforge.infra.llm.factory import endpoint_backend, make_backend
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
-from evoforge.infra.llm.spending import Spending
+from evoforge.infra.llm.spending import SPENDING_FILE, Spending
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.stages.algorithms import Algorithm, AlgorithmError, algorithm_named
 from evoforge.stages.pipeline.pipeline import Pipeline, PipelineError
@@ -106,6 +106,8 @@ class Prepared:
                 print(f"[evoforge] task model: {model} at {own.base_url}", file=sys.stderr)
         if not self.checked and self.spending is not None:
             self.spending.require_prices(self._priced_models())
+            if self.request.run_dir:  # the cap covers the run: what its earlier sessions spent counts
+                self.spending.resume(self.run_dir / SPENDING_FILE)
         self.checked = True
 
     def _priced_models(self) -> list[str]:
@@ -184,7 +186,8 @@ def open_task_model(task: Task, cfg: RunConfig, llm: LLMBackend, spending: Spend
                            max_tokens=setting.max_tokens, temperature=setting.temperature,
                            prices=cfg.llm.prices)
     return TaskModelClient(backend, concurrency=setting.concurrency, max_tokens=setting.max_tokens,
-                           temperature=setting.temperature, prices=cfg.llm.prices)
+                           temperature=setting.temperature, prices=cfg.llm.prices,
+                           max_calls_per_eval=setting.max_calls_per_eval)
 
 
 def run_algorithm(cfg: RunConfig, task: Task | None = None) -> Algorithm:

@@ -50,7 +50,9 @@ class EndpointConfig(_Section):
     base_url: HttpURL
     model: str | None = None  # none: the server's first model
     weight: float = Field(default=1.0, gt=0)  # weighted routing: share of calls, relative
-    api_key_env: str | None = None  # environment variable holding this endpoint's key; none: llm's key
+    # environment variable holding this endpoint's key; none: the main key (OPENAI_API_KEY) only when
+    # base_url is llm.base_url, else no key (infra/llm/keys.py)
+    api_key_env: str | None = None
 
 
 class CircuitConfig(_Section):
@@ -103,7 +105,7 @@ class BudgetConfig(_Section):
     max_evals: int = Field(default=100, ge=1)
     max_wall_s: float | None = Field(default=None, gt=0)
     max_tokens: int | None = Field(default=None, ge=1)
-    max_cost_usd: float | None = Field(default=None, gt=0)  # USD over every LLM call, priced by llm.prices
+    max_cost_usd: float | None = Field(default=None, gt=0)  # USD of the run's LLM calls, all sessions
     max_proposals: int | None = Field(default=None, ge=1)
 
     def proposal_cap(self) -> int:
@@ -235,6 +237,9 @@ class TaskModelConfig(_Section):
     concurrency: int = Field(default=8, ge=1)  # task-model calls at once, over every evaluation
     max_tokens: int = Field(default=256, ge=1)
     temperature: float = Field(default=0.0, ge=0)
+    # task-model calls one sandboxed evaluation may make (task_model: true); more are refused, the
+    # candidate gets the reason and the node counts them (task_model_refused)
+    max_calls_per_eval: int = Field(default=256, ge=1)
 
 
 class GepaConfig(_Section):
@@ -332,6 +337,9 @@ class CognitionConfig(_Section):
     # extra); openai: an embeddings endpoint; lexical: a weak fallback that warns
     embedding: Literal["onnx", "minilm", "openai", "lexical"] = "onnx"
     embedding_base_url: HttpURL | None = None  # openai: the endpoint; None: OPENAI_BASE_URL or OpenAI's
+    # openai: environment variable holding the endpoint's key; none: OPENAI_API_KEY when
+    # embedding_base_url is unset, else no key
+    embedding_api_key_env: str | None = None
     # openai: model name; minilm: a local sentence-transformers folder; onnx: a folder with model.onnx
     # and tokenizer.json (a BERT-style model, mean pooled)
     embedding_model: str | None = None

@@ -69,6 +69,7 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
     except LLMError as exc:
         node.llm_s = time.perf_counter() - start
         node.model = exc.model or node.model  # a router names the model the call went to
+        node.tokens_in, node.tokens_out = exc.tokens_in, exc.tokens_out  # a cut-off answer's usage
         trace_call(ctx.llm, prompt, started_at, node.llm_s, error=str(exc))
         return _fail(node, f"LLM call failed: {exc}", ItemUpdate(prompt=prompt))
     trace_call(ctx.llm, prompt, started_at, completion.seconds, completion)

@@ -167,7 +167,7 @@ BAD_INPUTS = [
     ("llm-sim --port not a number", "llm-sim --port abc", "--port: invalid int value"),
     ("cognition search without a query", "cognition search", "required: query"),
     ("bench unknown benchmark", "bench nothing", "invalid choice: 'nothing'"),
-    ("serve-llm without --model", "serve-llm", "required: --model"),
+    ("serve-llm without --model", "serve-llm", "one of the arguments --model --gguf is required"),
 ]
 SEED_FAILURES = [
     ("seed: evaluator raises", "seed_raises", "evaluator raised RuntimeError: boom"),

@@ -44,9 +44,11 @@ class Echo:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.max_tokens: list[int] = []  # what each call was sent with
 
     async def complete(self, messages, *, temperature, max_tokens):
         self.calls += 1
+        self.max_tokens.append(max_tokens)
         word = messages[-1]["content"]
         if word == "fail":
             raise LLMError("HTTP 500 from the server")
@@ -68,11 +70,11 @@ def _task(tmp_path: Path, evaluator: str, yaml: str = "task_model: true\ntimeout
     return root
 
 
-def _evaluate(root: Path, backend, *, warm: bool = True, timeout_s: float = 20.0, prices=None
-              ) -> tuple[EvalOutcome, TaskModelClient]:
+def _evaluate(root: Path | str, backend, *, warm: bool = True, timeout_s: float = 20.0, prices=None,
+              **bounds: int) -> tuple[EvalOutcome, TaskModelClient]:
     task = load_task(root)
-    client = TaskModelClient(backend, concurrency=4, max_tokens=256, temperature=0.0,
-                             prices=prices or {})
+    client = TaskModelClient(backend, concurrency=4, temperature=0.0, prices=prices or {},
+                             **{"max_tokens": 256, **bounds})
     attach_channel(task, client)
     limits = SandboxLimits(timeout_s=timeout_s, warm=warm)
 
@@ -97,6 +99,44 @@ def test_calls_from_the_sandbox_are_answered_and_counted_exactly(tmp_path: Path,
     assert (outcome.metrics["task_model_calls"], outcome.metrics["task_model_failed"]) == (3.0, 1.0)
     assert outcome.metrics["task_model_tokens_in"] == 15.0
     assert (client.usage.calls, client.usage.failed, client.usage.tokens_in) == (3, 1, 15)  # the run's
+
+
+def test_a_call_asking_for_more_than_task_model_max_tokens_is_clamped_to_it(tmp_path: Path) -> None:
+    second = '    answers.append(llm([{"role": "user", "content": "beta"}], max_tokens=16))\n'
+    evaluator = CALLER.format(words=["alpha"], timeout=None).replace(
+        'timeout_s=None)', 'timeout_s=None, max_tokens=65536)')
+    evaluator = evaluator.replace("    return {", second + "    return {")
+    backend = Echo()
+    outcome, client = _evaluate(_task(tmp_path, evaluator), backend, max_tokens=64)
+    assert outcome.ok, outcome.error or outcome.stderr_tail
+    assert json.loads(outcome.artifacts["answers"]) == ["ALPHA", "BETA"]
+    assert backend.max_tokens == [64, 16]  # 65,536 asked, task_model.max_tokens sent; less is kept
+
+
+def test_calls_beyond_max_calls_per_eval_are_refused_unsent_and_counted_on_the_node(tmp_path: Path) -> None:
+    backend = Echo()
+    root = _task(tmp_path, CALLER.format(words=["alpha", "beta", "gamma", "delta", "omega"], timeout=None))
+    outcome, client = _evaluate(root, backend, max_calls_per_eval=2)
+    assert outcome.ok and outcome.score == 2.0, outcome.error or outcome.stderr_tail
+    assert json.loads(outcome.artifacts["answers"]) == ["ALPHA", "BETA"]
+    errors = json.loads(outcome.artifacts["errors"])
+    assert errors == ["task model call refused: this evaluation has made its 2 calls "
+                      "(task_model.max_calls_per_eval): not sent"] * 3
+    assert backend.calls == 2  # the refused ones never reached the model
+    assert (outcome.metrics["task_model_calls"], outcome.metrics["task_model_refused"],
+            outcome.metrics["task_model_failed"]) == (2.0, 3.0, 3.0)
+    assert (client.usage.calls, client.usage.refused) == (2, 3)  # the run's
+    again, _ = _evaluate(root, backend, max_calls_per_eval=2)  # the budget is per evaluation
+    assert again.metrics["task_model_calls"] == 2.0
+
+
+def test_the_default_call_budget_holds_the_built_in_harness_classify_task() -> None:
+    from evoforge.infra.config import TaskModelConfig
+
+    outcome, _ = _evaluate("harness_classify", Echo(), timeout_s=60.0)
+    assert outcome.ok, outcome.error or outcome.stderr_tail
+    assert outcome.metrics["task_model_calls"] == 24 and outcome.metrics["task_model_refused"] == 0
+    assert TaskModelConfig().max_calls_per_eval >= 4 * 24  # room for harnesses that ask several times
 
 
 def test_a_hung_call_is_an_error_back_to_the_candidate_and_the_evaluation_goes_on(tmp_path: Path) -> None:
@@ -181,15 +221,16 @@ def test_a_task_without_task_model_gets_no_link_even_with_a_client_attached(tmp_
 
 
 def test_the_budget_cap_refuses_calls_beyond_it_before_they_are_sent(tmp_path: Path) -> None:
-    """Through the real client and the simulator: the first call spends the cap; the four after it
-    are refused in this process (the simulator never sees them) and the child gets the reason."""
+    """Through the real client and the simulator: the cap is the first call's worst case (256 tokens
+    out), so it goes and spends a little; the four after it no longer fit and are refused in this
+    process (the simulator never sees them) and the child gets the reason."""
     from evoforge.infra.config import ModelPrice
     from evoforge.infra.llm.openai_backend import OpenAIBackend
     from evoforge.infra.llm.spending import Spending
     from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 
-    prices = {"evoforge-sim": ModelPrice(input_per_mtok=1000.0, output_per_mtok=1000.0)}
-    spending = Spending(0.001, prices)  # one call of ~10 tokens costs ~$0.01
+    prices = {"evoforge-sim": ModelPrice(input_per_mtok=0.0, output_per_mtok=1000.0)}
+    spending = Spending(0.256, prices)  # a call's worst case: 256 tokens out, $0.256
     root = _task(tmp_path, CALLER.format(words=["What is 2 + 2?"] * 5, timeout=None))
     with SimulatorProcess(SimConfig(median_s=0.01, sigma=0.1, slots=4, seed=1)) as sim:
         backend = OpenAIBackend(sim.base_url, "evoforge-sim", spending=spending)
@@ -200,6 +241,7 @@ def test_the_budget_cap_refuses_calls_beyond_it_before_they_are_sent(tmp_path: P
     assert len(errors) == 4 and all("budget.max_cost_usd reached" in e and "not sent" in e for e in errors)
     assert sent == 1 and (client.usage.calls, client.usage.failed) == (1, 4)
     assert spending.exhausted and client.usage.cost_usd == pytest.approx(spending.spent_usd)
+    assert 0 < spending.spent_usd <= 0.256  # the call sent was charged; the cap was not crossed
 
 
 def test_the_link_names_its_descriptor_the_same_everywhere() -> None:
@@ -313,3 +355,16 @@ def evaluate(program_path):
         assert "Network is unreachable" in node.artifacts["tcp"], node.artifacts["tcp"]
         assert node.artifacts["answer"].endswith("(simulated task model: evoforge llm-sim, no real LLM)")
     assert os.environ["OPENAI_API_KEY"] == canary  # the parent had it all along
+
+
+def test_the_configured_call_budget_reaches_the_run_s_task_model_client():
+    from evoforge.flows.prepare import open_task_model
+    from evoforge.infra.config import RunConfig
+    from evoforge.infra.llm.openai_backend import OpenAIBackend
+    from evoforge.infra.llm.spending import Spending
+
+    task = load_task("harness_classify")
+    cfg = RunConfig.model_validate({"task_model": {"max_calls_per_eval": 3, "max_tokens": 77}})
+    backend = OpenAIBackend("http://127.0.0.1:9/v1", "m", spending=Spending(None, {}))
+    client = open_task_model(task, cfg, backend, Spending(None, {}))
+    assert (client.max_calls_per_eval, client.max_tokens) == (3, 77)

@@ -38,7 +38,7 @@ NOTES = {
     "sandbox.max_procs": "processes one evaluation may run at once",
     "sandbox.max_open_files": "open file descriptors of one evaluation",
     "analyze.enabled": "the Analyzer reports on every evaluated candidate",
-    "task_model.max_tokens": "answer length of one task-model call",
+    "task_model.max_tokens": "answer length of one task-model call (a sandboxed call gets no more)",
     "task_model.temperature": "sampling temperature of the task model",
     "ace.mode": "offline (train cases, round and round) | online (val stream, once)",
     "judge.weight": "LLM judge blended into fitness; 0: off",

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
-
-from evoforge.infra.config import ConfigError, EndpointConfig, LLMConfig
+from evoforge.infra.config import EndpointConfig, LLMConfig
+from evoforge.infra.llm import keys
 from evoforge.infra.llm.circuit import Circuit
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
@@ -26,15 +25,11 @@ def make_backend(cfg: LLMConfig, seed: int, spending: Spending | None = None) ->
 
 
 def endpoint_key(cfg: LLMConfig, endpoint: EndpointConfig, index: int | str) -> str | None:
-    """The endpoint's API key, read here, late: from its `api_key_env` variable, else the llm's key;
-    `index` names it in an error (its place in llm.endpoints, or the key that holds it)."""
-    if endpoint.api_key_env is None:
-        return cfg.secret_key()
-    key = os.environ.get(endpoint.api_key_env)
-    if not key:
-        where = f"llm.endpoints.{index}" if isinstance(index, int) else index
-        raise ConfigError(f"{where}.api_key_env: the environment variable {endpoint.api_key_env} is not set")
-    return key
+    """The endpoint's API key, read here, late: its `api_key_env` variable's, the main key if it is
+    the main `llm.base_url`, else none (infra/llm/keys.py); `index` names it in an error (its place
+    in llm.endpoints, or the key that holds it)."""
+    where = f"llm.endpoints.{index}" if isinstance(index, int) else index
+    return keys.endpoint_key(cfg, endpoint.base_url, endpoint.api_key_env, where)
 
 
 def endpoint_backend(cfg: LLMConfig, endpoint: EndpointConfig, seed: int, where: str,

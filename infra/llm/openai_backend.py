@@ -6,7 +6,9 @@ dropped unread past the cap). 429s, 5xx, timeouts and refused connections are re
 jittered exponential backoff (at least the server's Retry-After); the endpoint's circuit
 (circuit.py) decides when they mean the server is down, and then the call waits instead of
 failing. An answer that arrives but cannot be used (not JSON, cut off at `max_tokens`, over the
-size cap) is an `LLMAnswerError`: recorded on the node, never retried, never an outage.
+size cap) is an `LLMAnswerError`: recorded on the node, never retried, never an outage; the
+server's usage it carries is charged like an answer's. Each call reserves its worst case on the
+run's money budget (spending.py) before it is sent and settles to the server's usage after.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ _RETRYABLE = (
 _PROBE = [{"role": "user", "content": "ping"}]
 log = logging.getLogger("evoforge.llm")
 _MAX_DELAY_S = 60.0
+_SPENDING_POLL_S = 0.05  # how often a call waits for the calls in flight to settle the money budget
 
 
 class LLMUnreachable(LLMError):
@@ -109,8 +112,33 @@ class OpenAIBackend:
         answering other requests meanwhile) or came back unusable; LLMOutage (circuit.py) when
         the endpoint stayed down past the circuit's give-up time. With `hold` False, an open
         circuit raises EndpointDown instead of waiting (a router then tries another endpoint)."""
-        if self.spending is not None:
-            self.spending.check()  # before the call is sent: the cap is overrun by in-flight calls only
+        held = await self._reserve(messages, max_tokens)  # the worst case, before the call is sent
+        usage = (0, 0)  # the server's tokens, charged to the reservation however the call ends
+        try:
+            completion = await self._attempts(messages, temperature, max_tokens, hold)
+            usage = (completion.tokens_in, completion.tokens_out)
+            return completion
+        except LLMError as exc:
+            usage = (exc.tokens_in, exc.tokens_out)
+            raise
+        finally:
+            if self.spending is not None:
+                self.spending.settle(held, self.model, *usage)
+
+    async def _reserve(self, messages: list[dict[str, str]], max_tokens: int) -> float:
+        """Hold the call's worst case on the money budget, waiting while the calls in flight hold
+        the rest; SpendingCapReached when it does not fit in what is left."""
+        while self.spending is not None:
+            held = self.spending.reserve(self.model, messages, max_tokens)
+            if held is not None:
+                return held
+            await asyncio.sleep(_SPENDING_POLL_S)
+        return 0.0
+
+    async def _attempts(
+        self, messages: list[dict[str, str]], temperature: float, max_tokens: int, hold: bool
+    ) -> Completion:
+        """The answer after retries and circuit waits (complete() without the money budget)."""
         start = time.perf_counter()
         circuit = self.circuit
         waited = 0.0  # seconds spent waiting for the circuit: not the call's own time
@@ -147,10 +175,7 @@ class OpenAIBackend:
                 circuit.answered(sent)
                 raise
             circuit.answered(sent)
-            completion = self._completion(raw, max_tokens, attempts, time.perf_counter() - start - waited)
-            if self.spending is not None:
-                self.spending.add(self.model or completion.model, completion.tokens_in, completion.tokens_out)
-            return completion
+            return self._completion(raw, max_tokens, attempts, time.perf_counter() - start - waited)
 
     async def _post(self, messages: list[dict[str, str]], temperature: float, max_tokens: int) -> bytes:
         """One request's body, read within `timeout_s` and at most `max_answer_chars` bytes."""
@@ -176,25 +201,27 @@ class OpenAIBackend:
 
     def _completion(self, raw: bytes, max_tokens: int, attempts: int, seconds: float) -> Completion:
         """The Completion in a response body; LLMAnswerError when it is not a usable answer."""
+        tokens = (0, 0)
         try:
             data = json.loads(raw)
+            tokens = _usage(data)  # counted even when the rest of the answer is unusable
             choice = data["choices"][0]
             text = choice["message"].get("content") or ""
             finish = choice.get("finish_reason")
-            usage = data.get("usage") or {}
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             head = raw[:80].decode(errors="replace")
             raise LLMAnswerError(f"the server's answer is not a chat completion "
-                                 f"({type(exc).__name__}: {exc}; it begins {head!r})") from None
+                                 f"({type(exc).__name__}: {exc}; it begins {head!r})",
+                                 self.model, *tokens) from None
         if finish == "length":
             raise LLMAnswerError(f"the answer was cut off at max_tokens={max_tokens} "
-                                 f"(finish_reason 'length', {len(text)} characters)")
+                                 f"(finish_reason 'length', {len(text)} characters)", self.model, *tokens)
         return Completion(
             text=text,
             model=data.get("model") or self.model,
             backend=self.name,
-            tokens_in=int(usage.get("prompt_tokens") or 0),
-            tokens_out=int(usage.get("completion_tokens") or 0),
+            tokens_in=tokens[0],
+            tokens_out=tokens[1],
             seconds=seconds,
             attempts=attempts,
         )
@@ -231,6 +258,17 @@ class OpenAIBackend:
     async def close(self) -> None:
         await self.circuit.close()
         await self._client.close()
+
+
+def _usage(data: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens of a response body's `usage`; (0, 0) when it has none."""
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return 0, 0
+    try:
+        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    except (TypeError, ValueError):
+        return 0, 0
 
 
 def _short(exc: Any) -> str:

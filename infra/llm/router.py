@@ -150,7 +150,8 @@ class Router:
             except EndpointDown:
                 continue  # its circuit opened under the call: pick again among those that answer
             except LLMError as exc:  # its node names the model, so the commit reports it as a miss
-                raise LLMError(f"{arm.model} at {backend.base_url}: {exc}", model=arm.model) from None
+                raise LLMError(f"{arm.model} at {backend.base_url}: {exc}", model=arm.model,
+                               tokens_in=exc.tokens_in, tokens_out=exc.tokens_out) from None
         arm.answered += 1
         arm.cost += self._cost(arm.model, completion)
         # the configured name, not the server's (a hosted API answers with a dated variant)

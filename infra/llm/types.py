@@ -20,12 +20,13 @@ class Completion:
 
 
 class LLMError(RuntimeError):
-    """A request that failed after its retries; the message is recorded on the node, and `model`
-    names the model the call went to when a router chose one."""
+    """A request that failed after its retries; the message is recorded on the node, `model`
+    names the model the call went to when a router chose one, and `tokens_in`/`tokens_out` are
+    the server's usage when it answered (an answer cut off at max_tokens, or unusable)."""
 
-    def __init__(self, message: str, model: str = "") -> None:
+    def __init__(self, message: str, model: str = "", tokens_in: int = 0, tokens_out: int = 0) -> None:
         super().__init__(message)
-        self.model = model
+        self.model, self.tokens_in, self.tokens_out = model, tokens_in, tokens_out
 
 
 class LLMBackend(Protocol):

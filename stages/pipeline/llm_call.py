@@ -15,7 +15,8 @@ from evoforge.stages.pipeline.context import StageContext
 async def ask_llm(ctx: StageContext, node: Node, messages: list[dict[str, str]],
                   llm: LLMBackend | None = None) -> Completion:
     """The answer of the run's LLM (or of `llm`) to `messages`, its seconds and tokens added to
-    `node`; a failed call adds the seconds it took and raises its LLMError for the stage to record."""
+    `node`; a failed call adds the seconds and tokens it took and raises its LLMError for the stage
+    to record."""
     llm = llm or ctx.llm
     started_at, start = time.time(), time.perf_counter()
     try:
@@ -23,6 +24,8 @@ async def ask_llm(ctx: StageContext, node: Node, messages: list[dict[str, str]],
                                         max_tokens=ctx.config.llm.max_tokens)
     except LLMError as exc:
         node.llm_s += time.perf_counter() - start
+        node.tokens_in += exc.tokens_in  # the server's usage of an answer cut off or unusable
+        node.tokens_out += exc.tokens_out
         trace_call(llm, messages, started_at, time.perf_counter() - start, error=str(exc))
         raise
     node.llm_s += completion.seconds
