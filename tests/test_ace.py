@@ -77,8 +77,10 @@ def test_offline_ace_walks_the_train_cases_tags_bullets_and_merges_concurrent_de
         assert curated.tags_dropped == len(lost) and curated.tags_merged == len(reflected.tags) - len(lost)
         assert not lost or curated.rebased_from is not None
         for bullet_id, tag in reflected.tags:
-            if bullet_id in after:
+            if bullet_id in after and bullet_id in before:
                 assert getattr(after[bullet_id], tag) >= getattr(before[bullet_id], tag) + 1
+            elif bullet_id in after:  # a bullet of the newer playbook the delta was merged onto
+                assert curated.rebased_from is not None and getattr(after[bullet_id], tag) >= 1
         if curated.rebased_from is not None:  # merged onto the newest playbook, not the one generated on
             assert curated.rebased_from != node.parent_id and curated.rebased_from in by_id
     assert any(CuratorData.peek(n).rebased_from for n in evaluated)  # steps ran at once and merged

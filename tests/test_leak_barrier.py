@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -53,12 +54,19 @@ SELECTION = ("stages/sample/", "stages/rounds/", "stages/population/", "stages/r
              "flows/head.py", "cognition/")
 
 
+def _parse(source: str) -> ast.Module:
+    """ast.parse in a fresh thread: CPython 3.11.7 can raise "AST constructor recursion depth
+    mismatch" in a thread whose recursion counters an earlier test left off (a CI failure)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(ast.parse, source).result()
+
+
 def held_out_reads(source: str) -> list[str]:
     """Every place `source` names a held-out split or level, or all splits at once: a `"test"` or
     `"final"` string (`ids("test")`, `splits["test"]`, `at_level("final")`, `TEST = "test"`), a name
     or attribute that stands for them (`TEST`, `SPLITS`, `.splits`, `final_scores`...), an import of
     one, and a text task's cases by id (`.by_id`) other than looked up one at a time."""
-    tree = ast.parse(source)
+    tree = _parse(source)
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     found = []
     for node in ast.walk(tree):

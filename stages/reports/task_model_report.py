@@ -15,7 +15,8 @@ from evoforge.infra.nodestore import FinalScore
 # status.json's task_model keys, as the report names them (a key not listed is shown by its name)
 USAGE_LABELS = {"calls": "calls", "cached": "cached (served again, not paid)", "failed": "failed",
                 "tokens_in": "tokens in", "tokens_out": "tokens out", "seconds": "seconds",
-                "cost_usd": "dollars"}
+                "cost_usd": "dollars",
+                "refused": "refused (over task_model.max_calls_per_eval)"}
 
 
 def _fmt(value: float | None) -> str:
