@@ -18,6 +18,7 @@ import socket
 import subprocess
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -33,16 +34,16 @@ class LaunchError(ValueError):
     """The server could not start: no such interpreter or model, it exited early, or it never answered."""
 
 
-class ServerKind:
+class ServerKind(ABC):
     """One kind of server: its label, its Python module and how its command line is written."""
 
     label = "server"
     module = ""
     env_python = ""  # the environment variable naming its interpreter
 
+    @abstractmethod
     def command(self, spec: LaunchSpec) -> list[str]:
         """The server's command line for `spec`."""
-        raise NotImplementedError
 
     def default_python(self) -> str:
         """Its interpreter when none is named: $env_python, else python3 on PATH."""
