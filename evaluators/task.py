@@ -81,9 +81,9 @@ from evoforge.evaluators.task_yaml import (
     read_openevolve_config,
     read_task_yaml,
 )
+from evoforge.evaluators.text_seed import read_text_seed
 from evoforge.infra.artifacts import ArtifactKind, make_kind
 from evoforge.infra.artifacts.files import load_files
-from evoforge.infra.artifacts.playbook import parse_playbook
 from evoforge.infra.evolve_block import END_MARKER, START_MARKER, EditError, split_program
 
 __all__ = [
@@ -198,8 +198,10 @@ def builtin_task_names() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / EVALUATOR).is_file())
 
 
-def load_task(spec: str | os.PathLike[str]) -> Task:
-    """Load a task from a folder path or a built-in name such as ``"circle_packing"``."""
+def load_task(spec: str | os.PathLike[str], registry_uri: str | None = None) -> Task:
+    """Load a task from a folder path or a built-in name such as ``"circle_packing"``; a seed
+    prompt or playbook named ``prompts:/NAME@ALIAS`` (or ``prompts:/NAME/VERSION``) is read from
+    the MLflow registry at `registry_uri` (the workspace's store)."""
     root = _resolve(spec)
     ours = read_task_yaml(root)
     theirs = read_openevolve_config(root)
@@ -213,7 +215,7 @@ def load_task(spec: str | os.PathLike[str]) -> Task:
     functions = evaluator_functions(evaluator_path, required)
     if kind in TASK_MODEL_KINDS:
         program_name, language = settings["prompt" if kind == "text" else "playbook"], "text"
-        initial_code = _read_text_artifact(root, program_name, kind)
+        program_name, initial_code = read_text_seed(root, program_name, kind, registry_uri)
         functions.setdefault("evaluate", ())
     elif kind == "files":
         program_name = ""
@@ -344,22 +346,6 @@ def _find_program(root: Path) -> str:
         f"several programs with EVOLVE markers in {root} ({', '.join(candidates)}); "
         f"name one with 'program' in {TASK_YAML}"
     )
-
-
-def _read_text_artifact(root: Path, name: str, kind: str) -> str:
-    """A text task's prompt or a playbook task's playbook (which must parse as one)."""
-    try:
-        text = (root / name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskError(f"{name}: cannot read: {one_line(exc)}") from None
-    if not text.strip():
-        raise TaskError(f"{name}: the {'prompt' if kind == 'text' else 'playbook'} is empty")
-    if kind == "playbook":
-        try:
-            parse_playbook(text)
-        except ValueError as exc:
-            raise TaskError(f"{name}: {exc}") from None
-    return text
 
 
 def _has_marker(path: Path) -> bool:

@@ -15,7 +15,10 @@ search. ``llm`` goes through the run's OpenAI client to the task model's endpoin
 each counted (calls, tokens, seconds, dollars) apart from the proposer's and held to the money
 budget. Outputs are cached by (artifact hash, case): no case is paid twice for the same text. A
 case whose call fails scores 0 with the reason in the node's feedback and is not cached; a
-candidate all of whose calls failed is a failed evaluation with the last reason.
+candidate all of whose calls failed is a failed evaluation with the last reason. An answer cut off
+at ``task_model.max_tokens`` is not a failed call: a rambling answer is what the prompt made the
+task model do, so the case is run on an empty answer and scored by the task's metric (low), and
+the usage counts it (``truncated``).
 """
 
 from __future__ import annotations

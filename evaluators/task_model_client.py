@@ -25,8 +25,9 @@ from dataclasses import asdict, dataclass
 
 from evoforge.evaluators.task import Task
 from evoforge.infra.config import ModelPrice, TaskModelConfig
+from evoforge.infra.failure_reasons import TRUNCATED
 from evoforge.infra.llm.pricing import call_cost
-from evoforge.infra.llm.types import LLMBackend
+from evoforge.infra.llm.types import LLMBackend, LLMError, cut_answers_kept
 
 DEFAULT_MAX_CALLS: int = TaskModelConfig.model_fields["max_calls_per_eval"].default
 
@@ -39,6 +40,7 @@ class TaskModelUsage:
     cached: int = 0
     failed: int = 0
     refused: int = 0  # of the failed: over the evaluation's task_model.max_calls_per_eval
+    truncated: int = 0  # answers cut off at task_model.max_tokens: the prompt's answer, scored as empty
     tokens_in: int = 0
     tokens_out: int = 0
     seconds: float = 0.0
@@ -72,17 +74,33 @@ class TaskModelClient:
                   max_tokens: int | None = None) -> str:
         """The task model's answer to `messages`, counted in `usage` (an evaluation's), at most
         `task_model.max_tokens` long whatever `max_tokens` asks; LLMError when the call failed or
-        was refused (the money budget is spent), counted by the caller."""
+        was refused (the money budget is spent), counted by the caller. An answer cut off at
+        `max_tokens` is no failure: the task model rambled, which is the prompt's doing, so the cut
+        text is the answer (not asked again with more room), and the evaluator scores it."""
         limit = min(max_tokens or self.max_tokens, self.max_tokens)
-        async with self._slots_here():  # the backend holds the call to the money budget first
-            completion = await self.backend.complete(messages, temperature=self.temperature, max_tokens=limit)
-        usage.calls += 1
-        usage.tokens_in += completion.tokens_in
-        usage.tokens_out += completion.tokens_out
-        usage.seconds += completion.seconds
-        usage.cost_usd += call_cost(self.prices, completion.model, completion.tokens_in,
-                                    completion.tokens_out) or 0.0
+        try:
+            async with self._slots_here():  # the backend holds the call to the money budget first
+                with cut_answers_kept():  # a cut-off answer is the answer: not retried with more room
+                    completion = await self.backend.complete(messages, temperature=self.temperature,
+                                                             max_tokens=limit)
+        except LLMError as exc:
+            if exc.reason != TRUNCATED:  # a backend that cannot keep a cut answer: an empty one
+                raise
+            usage.truncated += 1
+            self._count(usage, exc.model, exc.tokens_in, exc.tokens_out, 0.0)
+            return ""
+        usage.truncated += completion.cut_off
+        self._count(usage, completion.model, completion.tokens_in, completion.tokens_out, completion.seconds)
         return completion.text
+
+    def _count(self, usage: TaskModelUsage, model: str, tokens_in: int, tokens_out: int,
+               seconds: float) -> None:
+        """One answered call (whole or cut off) in `usage`: its tokens, seconds and price."""
+        usage.calls += 1
+        usage.tokens_in += tokens_in
+        usage.tokens_out += tokens_out
+        usage.seconds += seconds
+        usage.cost_usd += call_cost(self.prices, model, tokens_in, tokens_out) or 0.0
 
     def _slots_here(self) -> asyncio.Semaphore:
         """The bound on calls at once, for the running event loop (a semaphore is a loop's own)."""

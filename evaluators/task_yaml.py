@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from evoforge.infra.artifacts import KINDS
+from evoforge.infra.mlflow_registry import PROMPT_SCHEME, RegistryError, parse_prompt_uri
 
 TASK_YAML = "task.yaml"
 OPENEVOLVE_CONFIG = "config.yaml"
@@ -26,8 +27,9 @@ QUICK_TEST_TIMEOUT_S = 5.0
 LEVEL_KEYS = {"pilot": ("data_fraction",), "full": (), "final": ()}  # names in evaluation order
 KIND_NAMES = tuple(KINDS)
 KIND_KEYS = {"files": "files", "prompt": "text", "playbook": "playbook"}  # a kind's own key -> kind
-KIND_KEY_MEANING = {"files": "the list of evolvable files", "prompt": "the file of the prompt to evolve",
-                    "playbook": "the file of the playbook to evolve"}
+KIND_KEY_MEANING = {"files": "the list of evolvable files",
+                    "prompt": "the file of the prompt to evolve (or prompts:/NAME@ALIAS in MLflow)",
+                    "playbook": "the file of the playbook to evolve (or prompts:/NAME@ALIAS in MLflow)"}
 RENAMED_KEYS = {"stages": "levels"}  # keys of earlier versions: refused, naming the new one
 RENAMED_WHY = {"stages": "pilot, full and final are evaluation levels; a stage is a pipeline stage"}
 
@@ -108,7 +110,10 @@ def _check_kind_keys(out: dict[str, Any], root: Path) -> None:
         if kind != owner and key in out:
             raise TaskError(f"{TASK_YAML}: '{key}' is for kind {owner} (this task's kind is {kind})")
         if key in out and key != "files":
-            _check_program_name(out[key], root, key)
+            if out[key].startswith(PROMPT_SCHEME):  # a version in the workspace's MLflow Prompt Registry
+                _check_prompt_uri(out[key], key)
+            else:
+                _check_program_name(out[key], root, key)
     if kind != "program" and "program" in out:
         key = next(k for k, owner in KIND_KEYS.items() if owner == kind)
         raise TaskError(f"{TASK_YAML}: 'program' is for kind program; a {kind} task names its {key} in "
@@ -268,6 +273,13 @@ def _files(value: Any, where: str) -> tuple[str, ...]:
     if EVALUATOR in names:
         raise TaskError(f"{where}: {EVALUATOR} cannot evolve")
     return names
+
+
+def _check_prompt_uri(uri: str, key: str) -> None:
+    try:
+        parse_prompt_uri(uri)
+    except RegistryError as exc:
+        raise TaskError(f"{TASK_YAML}: {key}: {exc}") from None
 
 
 def _check_program_name(name: str, root: Path, key: str = "program") -> None:

@@ -267,6 +267,9 @@ def cmd_run(ns: argparse.Namespace) -> int:
     print(f"best program {final['best_program']}")
     if final.get("mlflow_run_id"):
         print(f"browse in MLflow: {browse_hint(target, final['mlflow_run_id'])}")
+    registered = (final.get("sinks") or {}).get("mlflow_registry", {}).get("line")
+    if registered:  # the winner's version in MLflow's Prompt or Model Registry
+        print(f"registered in MLflow: {registered}")
     failures = final.get("tracking_failures") or {}
     if failures:
         lost = any(f.get("never_recorded", 0) for f in failures.values())

@@ -84,24 +84,38 @@ def level_note(status: dict[str, Any]) -> str:
 # The counts the text shows, each under its status.json key, so the two views cannot disagree.
 EVALUATION_COUNTS = (("accepted", "nodes_evaluated"), ("failed", "failed_evaluation"),
                      ("pruned", "pruned"), ("rolled back", "rolled_back"))
-REJECTION_COUNTS = (("unusable answer", "failed_research"), ("duplicate", "duplicates_rejected"),
-                    ("guard", "failed_guard"), ("internal", "failed_internal"), ("stale", "dropped_stale"))
+# failed, rejected or stale: the nodes without an accepted evaluation, each under its one reason
+# (status.json's `failures_by_reason`, infra/failure_reasons.py)
+FAILURE_COUNTS = (("failed", "nodes_failed"), ("stale", "dropped_stale"))
 
 
 def _counts(status: dict[str, Any], counts: tuple[tuple[str, str], ...]) -> str:
     return ", ".join(f"{status.get(key, 0)} {label}" for label, key in counts)
 
 
+def failures_line(status: dict[str, Any]) -> str:
+    """The failures (failed, rejected, stale nodes) and their buckets, each a reason's count; a
+    status.json of an evoforge before the reasons shows the total alone."""
+    total = sum(status.get(key, 0) for _, key in FAILURE_COUNTS)
+    buckets = status.get("failures_by_reason")
+    if buckets is None:
+        return f"failures      {total}"
+    shown = ", ".join(f"{count} {reason}" for reason, count in buckets.items())
+    return f"failures      {total}  ({shown or 'none'})"
+
+
 def status_text(status: dict[str, Any]) -> str:
     """The status as text: every count is a status.json value, named after its key."""
     best = status.get("best_score")
-    rejected = sum(status.get(key, 0) for _, key in REJECTION_COUNTS)
+    # never evaluated: the failures minus those whose evaluation ran and failed
+    rejected = sum(status.get(key, 0) for _, key in FAILURE_COUNTS) - status.get("failed_evaluation", 0)
     lines = [
         f"task          {status.get('task')}  (run {status.get('run_id')}, {status.get('state')})",
         f"backend       {status.get('backend')} {status.get('model') or ''}".rstrip(),
         f"evaluations   {status['evaluations']} / {status.get('max_evals')}"
         f"  ({_counts(status, EVALUATION_COUNTS)})",
-        f"not evaluated {rejected}  ({_counts(status, REJECTION_COUNTS)})",
+        f"not evaluated {rejected}  (failed before an evaluation, rejected, or dropped as stale)",
+        failures_line(status),
         f"repeats       {status.get('repeats', 0)}  (of the duplicates: served from earlier evaluations, "
         "not evaluated)",
         f"best          {best if best is not None else '-'}  (node {status.get('best_node')}"
@@ -140,7 +154,8 @@ def status_text(status: dict[str, Any]) -> str:
     used = status.get("task_model")
     if used:
         lines.append(f"task model    {used['calls']} calls ({used['cached']} cached, {used['failed']} "
-                     f"failed), {used['tokens_in']} tokens in / {used['tokens_out']} out, "
+                     f"failed, {used.get('truncated', 0)} cut off at max_tokens), {used['tokens_in']} tokens "
+                     f"in / {used['tokens_out']} out, "
                      f"{used['seconds']:.1f} s, ${used['cost_usd']:.4f}")
     lines.extend(_spending_lines(status.get("spending") or {}))
     if status.get("stop_reason"):

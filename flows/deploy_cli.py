@@ -53,12 +53,13 @@ def deployment_params(ns: argparse.Namespace) -> Any:
     from evoforge.evaluators.task import load_task
     from evoforge.flows.deploy import DeploymentParams
     from evoforge.infra.config_load import load_config
+    from evoforge.infra.tracking import default_tracking_uri
 
     _check_schedule(ns)
     cfg = load_config(ns.config, {"workspace": ns.workspace, "llm.base_url": ns.llm_base_url,
                                   "llm.model": ns.llm_model})
-    task = load_task(ns.task)
     workspace = Path(cfg.workspace).resolve()
+    task = load_task(ns.task, cfg.tracking.tracking_uri or default_tracking_uri(workspace))  # prompts:/ seeds
     run_dir = (ns.run_dir or workspace / task.name).resolve()
     task_ref = str(Path(ns.task).resolve()) if Path(ns.task).exists() else ns.task
     return DeploymentParams(

@@ -16,7 +16,8 @@ adaptive controller, a sink's thread or a background task such as the ticker —
 promptly through one fatal path: logged with its traceback, then re-raised by `run()` as
 `EngineFailure`. A stop request (Ctrl+C, the wall-clock limit) wakes the engine at once; items
 still in a stage are cancelled (persisted proposals are sent on by the next run from where they
-were).
+were); one whose outcome is already known (failed on its way to a repair or the analysis) is
+committed as it is, so that what the run counts is what the node database holds.
 
 LLM outages: while every endpoint's circuit is open (infra/llm/circuit.py) the entry stage draws
 no new item (the run is paused; calls in flight wait inside the backend, evaluations go on), and
@@ -47,6 +48,7 @@ from evoforge.flows.policies import AsyncPolicy, Policy
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.stage_pool import StagePool
 from evoforge.infra.disk_full import DiskFull, disk_full_error
+from evoforge.infra.failure_reasons import INTERNAL
 from evoforge.infra.llm.circuit import Breakers, LLMOutage
 from evoforge.infra.llm.factory import circuits_of
 from evoforge.infra.nodes import FAILED, Node
@@ -220,6 +222,20 @@ class Engine:
                                  strict=True):
             if isinstance(outcome, Exception) and self.fatal is None:
                 self._fail(task.get_name(), outcome)
+        if self.fatal is None:
+            self._commit_settled()
+
+    def _commit_settled(self) -> None:
+        """At a stop, commit as they are the items whose outcome is known but whose trip a later
+        stage (a repair, the analysis) had not ended: a checkpoint may have stored them already,
+        and the run's counts and every sink must say what the node database says."""
+        for item in list(self.in_flight.values()):
+            if item.node is not None and item.node.status.terminal:
+                try:
+                    self._finish(item)
+                except Exception as exc:  # noqa: BLE001 - the fatal path: logged, run() raises it
+                    self._fail("commit at stop", exc)
+                    return
 
     # --- supervision: every background task reports to one fatal path ---------------------------
     def _spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task:
@@ -379,6 +395,6 @@ class Engine:
             log.error("internal error in the %s stage on %s:\n%s", stage.name, item.label,
                       traceback.format_exc())
             node = item.node.copy() if item.node is not None else new_candidate(item, self.ctx)
-            node.status, node.failed_stage = FAILED, stage.name
+            node.status, node.failed_stage, node.reason = FAILED, stage.name, INTERNAL
             node.error = f"internal error in the {stage.name} stage: {type(exc).__name__}: {exc}"
             return StageResult(node, to=COMMIT)

@@ -43,6 +43,7 @@ from evoforge.flows.session import Session, open_session, sandbox_limits
 from evoforge.flows.snapshot import after_close, build_snapshot
 from evoforge.flows.stage_calls import StageCalls
 from evoforge.flows.task_runners import runner_environment, task_runner_for
+from evoforge.infra.failure_reasons import EVALUATION
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
 from evoforge.infra.runfiles import read_json, write_atomic
 from evoforge.stages.evaluation.prefect_tasks import TaskEvaluations
@@ -120,7 +121,7 @@ def _refuse_erring_seed(node: Node, level: str, accept: bool) -> None:
     (OpenEvolve evolves from it silently); a rerun evaluates a failed seed again."""
     reported = reported_error(node.artifacts) if node.status == EVALUATED else ""
     if reported and not accept:
-        node.status, node.failed_stage = FAILED, "engineer"
+        node.status, node.failed_stage, node.reason = FAILED, "engineer", EVALUATION
         node.error = (f"it scored {node.score(level)} but its evaluator reported error: {reported} "
                       f"(pass --accept-failing-seed, or guard.accept_failing_seed: true, to evolve from it)")
 

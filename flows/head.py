@@ -20,11 +20,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from evoforge.flows.run_state import CASE_ORDER_META, POOL_VERSION_META, RunState
+from evoforge.infra import failure_reasons
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.nodes import EVALUATED, FAILED, ROLLED_BACK, SPECULATIVE, STALE, Node
 from evoforge.stages.population.history import NEW_BEST, ROLLBACK, SPECULATIVE_BEST
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.speculation import confirmed, descends_from
+from evoforge.stages.population.stats import reason_of
 from evoforge.stages.rounds.branches import Plan
 from evoforge.stages.rounds.promotion import PromotionSummary
 from evoforge.stages.rounds.records import NEW_WINNER, PLANS_META, PROMOTIONS_META
@@ -122,6 +124,8 @@ class Head:
             state.case_order.update(node.case_scores, reference.case_scores if reference else {},
                                     pool.maximize)
             meta[CASE_ORDER_META] = state.case_order.state()
+        if node.reason is None:  # a stage that gave none (a plug-in's): the bucket its outcome says
+            node.reason = reason_of(node)
         state.nodes[node.id] = node
         state.stats.count(node)
         gain = gain_over_parent(node, state.nodes.get(node.parent_id or ""), pool.level, pool.maximize)
@@ -174,7 +178,7 @@ class Head:
             if self.policy == "guarded":
                 was_best = pool.remove(node)
                 state.sampler.on_node_removed(node, pool)
-                node.status = STALE
+                node.status, node.reason = STALE, failure_reasons.STALE
                 node.reflection = (node.reflection + "; " if node.reflection else "") + (
                     f"guarded: dropped from the pool (ancestor {rolled_back.id} was rolled back)")
                 state.stats.recount_dropped(node)

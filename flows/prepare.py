@@ -35,9 +35,11 @@ from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
 from evoforge.infra.llm.spending import SPENDING_FILE, Spending
 from evoforge.infra.llm.types import LLMBackend
+from evoforge.infra.tracking import default_tracking_uri
 from evoforge.stages.algorithms import Algorithm, AlgorithmError, algorithm_named
 from evoforge.stages.pipeline.pipeline import Pipeline, PipelineError
 from evoforge.stages.pipeline.plugins import PluginError, load_plugins
+from evoforge.stages.research_prompt import seed_fit_error
 
 log = logging.getLogger("evoforge.prepare")
 
@@ -104,6 +106,10 @@ class Prepared:
             model = await own.check()
             if announce:
                 print(f"[evoforge] task model: {model} at {own.base_url}", file=sys.stderr)
+        if not self.checked:  # the seed's research prompt must fit the proposer's context window
+            too_large = seed_fit_error(self.task, self.llm, self.config.llm.max_tokens)
+            if too_large is not None:
+                raise ConfigError(too_large)
         if not self.checked and self.spending is not None:
             self.spending.require_prices(self._priced_models())
             if self.request.run_dir:  # the cap covers the run: what its earlier sessions spent counts
@@ -137,7 +143,9 @@ def prepare(request: RunRequest) -> Prepared:
     did not set), refuse to run unisolated beside an LLM key (evaluators/isolation_notice.py), build
     the pipeline (plug-ins included), make the LLM backend and open the cognition base (raises the
     user errors)."""
-    task = load_task(request.task)
+    cfg = request.config  # a seed given as prompts:/NAME@ALIAS is read from the workspace's MLflow
+    task = load_task(request.task,
+                     cfg.tracking.tracking_uri or default_tracking_uri(Path(cfg.workspace).resolve()))
     TaskFiles.of(task.root)  # a bad .evoforgeignore is a one-line error now, not at each evaluation
     cfg = request.config = with_algorithm_defaults(request.config)
     refusal = unisolated_key_refusal(cfg)  # no isolation and an LLM key in reach: no start

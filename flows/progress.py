@@ -38,6 +38,8 @@ def progress_parts(status: dict[str, Any], max_evals: int) -> list[str]:
     ]
     if status.get("llm_paused"):
         parts.append(f"LLM down: paused ({status.get('llm_last_error') or 'no answer'})")
+    elif status.get("llm_state") == "busy":  # it answers its probe, not the calls in time
+        parts.append(f"LLM busy: {status.get('llm_last_error') or 'calls time out'}")
     if "phase" in status:
         parts.append(f"gen {status['generation']} {status['phase']}")
     if "research_busy" in status:

@@ -20,6 +20,7 @@ from evoforge.evaluators.warm import WARM
 from evoforge.flows.head import Head
 from evoforge.flows.run_state import RunState
 from evoforge.infra.config import RunConfig
+from evoforge.infra.llm.factory import scheduled
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.nodes import EVALUATED, PROPOSED, SPECULATIVE, Node, new_node_id
 from evoforge.infra.nodestore import NodeStore
@@ -38,6 +39,7 @@ from evoforge.stages.sinks.mlflow_sink import MlflowRecords
 from evoforge.stages.sinks.model_usage import ModelAccounting, gains, model_metrics
 from evoforge.stages.sinks.node_db import NodeDatabase
 from evoforge.stages.sinks.prefect_sink import PrefectArtifacts
+from evoforge.stages.sinks.registry_sink import RegistryRecords, RegistryTarget
 from evoforge.stages.sinks.run_files import RunFiles
 
 log = logging.getLogger("evoforge.session")
@@ -81,6 +83,7 @@ class Session:
             final = snapshot["status"]
             metrics = {k: v for k, v in final.items() if isinstance(v, (int, float)) and k in _ACCOUNTING}
             best = self.paths.best_dir / self.ctx.task.artifact.stored_root()
+            winner = self.state.pool.winner()  # what the registry sink registers
             files = [(best, "best"), (self.paths.config, None)]
             files += [(self.paths.figures, "report")] if draw else []  # no earlier session's plots
             self.hub.emit(Event(EventKind.CLOSE, pool_version=self.state.pool.v,
@@ -88,7 +91,9 @@ class Session:
                                       SAMPLER_STATE_META: sampler_state(self.state.sampler)},
                                 payload={"status": status, "snapshot": snapshot, "texts": texts,
                                          "metrics": {**metrics, **model_metrics(final.get("models", {}))},
-                                         "step": final.get("evaluations", 0), "files": files}))
+                                         "step": final.get("evaluations", 0), "files": files,
+                                         "winner": winner.copy() if winner else None,
+                                         "winner_level": winner and self.state.pool.winner_level(winner)}))
             reported = time.perf_counter()
             try:
                 self.hub.close()
@@ -202,6 +207,8 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, wor
     tracker, tracking_error = _open_tracker(cfg, store, workspace, task, run_id)
     paths.scratch.mkdir(exist_ok=True)
     run_base = (CognitionBase(run_dir / "cognition", cognition.embedder) if cognition is not None else None)
+    llm = scheduled(llm, cfg)  # every call of the run through one scheduler per endpoint, by priority
+    analysis_llm = scheduled(analysis_llm, cfg) if analysis_llm is not None else None
     ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=state.pool, sampler=state.sampler,
                        rng=random.Random(f"{cfg.seed}-{state.stats.proposals}"),
                        limits=sandbox_limits(task, cfg, run_dir), scratch=paths.scratch,
@@ -218,6 +225,9 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, wor
                          PrefectArtifacts(task.name, run_id, cfg.budget.max_evals, target)]
     if tracker is not None:
         sinks.append(MlflowRecords(tracker, task.search_level, paths, task.artifact))
+        if cfg.tracking.registry:
+            sinks.append(RegistryRecords(RegistryTarget(tracker.uri, f"{task.name}-{run_id}",
+                                                        tracker.parent_run_id or ""), task, paths))
     if run_base is not None and cfg.analyze.write_back:
         sinks.append(CognitionWriteBack(cognition, run_base, run_id, task.name,
                                         cfg.cognition.dedupe_similarity))

@@ -15,7 +15,7 @@ Reflection(insight='State factors.', diagnosis='', tags=[('c-1', 'harmful')])
 >>> parse_reflection("no JSON here")
 Traceback (most recent call last):
 ...
-ValueError: the reflector's answer holds no JSON object
+evoforge.infra.evolve_block.EditError: the reflector's answer holds no JSON object
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+
+from evoforge.infra.evolve_block import EditError
+from evoforge.infra.failure_reasons import MALFORMED, NO_EDIT
 
 REFLECTOR_MARKER = "# ACE reflector: diagnose the generator's trajectories"
 PLAYBOOK_HEADER = "## Playbook the generator used"
@@ -45,20 +48,22 @@ def is_reflector_prompt(prompt: str) -> bool:
 
 
 def parse_reflection(answer: str) -> Reflection:
-    """The reflection in `answer`; ValueError naming what is wrong with it."""
+    """The reflection in `answer`; EditError naming what is wrong with it (its `reason`: NO_EDIT
+    for an answer without JSON, MALFORMED for JSON that is not a reflection)."""
     fenced = _FENCED.search(answer)
     text = fenced.group(1) if fenced else answer[answer.find("{"):answer.rfind("}") + 1]
     if not text.strip():
-        raise ValueError("the reflector's answer holds no JSON object")
+        raise EditError("the reflector's answer holds no JSON object", NO_EDIT)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"the reflector's JSON does not parse ({exc.msg} at line {exc.lineno})") from None
+        raise EditError(f"the reflector's JSON does not parse ({exc.msg} at line {exc.lineno})",
+                        MALFORMED) from None
     if not isinstance(data, dict):
-        raise ValueError("the reflector's JSON is not an object")
+        raise EditError("the reflector's JSON is not an object", MALFORMED)
     insight = data.get("key_insight")
     if not isinstance(insight, str):
-        raise ValueError("the reflector's JSON has no 'key_insight' text")
+        raise EditError("the reflector's JSON has no 'key_insight' text", MALFORMED)
     tags: list[tuple[str, str]] = []
     for entry in data.get("bullet_tags") or []:
         judged = isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry.get("tag") in TAGS

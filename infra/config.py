@@ -6,97 +6,22 @@ Every key is read somewhere; an unknown key is an error that names it.
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
-    SecretStr,
     model_validator,
 )
 
-
-class ConfigError(ValueError):
-    """A bad configuration; the message is one line naming the problem."""
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
-
-
-def _http_url(url: str) -> str:
-    if not url.startswith(("http://", "https://")):
-        raise ValueError("must be an http:// or https:// URL, e.g. http://gpu-box:8000/v1")
-    return url
-
-
-HttpURL = Annotated[str, AfterValidator(_http_url)]  # a server's URL, checked before any request
-
-
-class ModelPrice(_Section):
-    """What a hosted model charges, in USD per million tokens."""
-
-    input_per_mtok: float = Field(ge=0)
-    output_per_mtok: float = Field(ge=0)
-
-
-class EndpointConfig(_Section):
-    """One of several LLM endpoints: an OpenAI-compatible server, its model and routing weight."""
-
-    base_url: HttpURL
-    model: str | None = None  # none: the server's first model
-    weight: float = Field(default=1.0, gt=0)  # weighted routing: share of calls, relative
-    # environment variable holding this endpoint's key; none: the main key (OPENAI_API_KEY) only when
-    # base_url is llm.base_url, else no key (infra/llm/keys.py)
-    api_key_env: str | None = None
-
-
-class CircuitConfig(_Section):
-    """When an LLM endpoint counts as down, how often it is probed, and when the run gives up."""
-
-    failures: int = Field(default=5, ge=1)  # failed attempts in a row that open the circuit
-    probe_s: float = Field(default=5.0, gt=0)  # while open: seconds between probes
-    give_up_s: float = Field(default=600.0, gt=0)  # an outage this long stops the run (resumable)
-
-
-class LLMConfig(_Section):
-    """Which OpenAI-compatible server to talk to; no base_url means the offline proposer."""
-
-    base_url: HttpURL | None = None
-    model: str | None = None
-    # a secret: masked in repr, and left out of every dump (Prefect parameters, config.json, MLflow)
-    api_key: SecretStr | None = Field(default=None, repr=False, exclude=True)
-
-    def secret_key(self) -> str | None:
-        """The API key: this config's, else OPENAI_API_KEY from the environment (read here, late,
-        so that a flow started from a deployment finds it without it passing through Prefect)."""
-        if self.api_key is not None:
-            return self.api_key.get_secret_value()
-        return os.environ.get("OPENAI_API_KEY") or None
-    timeout_s: float = Field(default=120.0, gt=0)
-    max_retries: int = Field(default=4, ge=0, le=20)
-    backoff_s: float = Field(default=1.0, ge=0)
-    temperature: float = Field(default=0.8, ge=0, le=2)
-    max_tokens: int = Field(default=4096, ge=16)
-    answer_format: Literal["diff", "rewrite", "mixed"] = "mixed"
-    diff_fraction: float = Field(default=0.7, ge=0, le=1)
-    endpoints: list[EndpointConfig] = Field(default_factory=list)  # several LLMs; empty: base_url/model
-    routing: Literal["weighted", "bandit"] = "weighted"  # how endpoints share the calls
-    explore: float = Field(default=0.1, ge=0, le=1)  # bandit: share of calls routed uniformly at random
-    prices: dict[str, ModelPrice] = Field(default_factory=dict)  # by model name; cost in status and MLflow
-    max_answer_chars: int = Field(default=1_000_000, ge=1000)  # a larger answer is cut off unread
-    circuit: CircuitConfig = CircuitConfig()  # the breaker that pauses the run while the LLM is down
-
-    @model_validator(mode="after")
-    def _one_way_to_name_the_server(self) -> LLMConfig:
-        if self.endpoints and (self.base_url or self.model):
-            raise ValueError("llm.endpoints replaces llm.base_url and llm.model (also set by "
-                             "--llm-base-url / --llm-model / EVOFORGE_LLM_*): set one or the other")
-        return self
+from evoforge.infra.config_base import ConfigError, HttpURL, _Section  # noqa: F401  (re-exported)
+from evoforge.infra.config_llm import (  # noqa: F401  (re-exported: the sections' one import)
+    CircuitConfig,
+    EndpointConfig,
+    LLMConfig,
+    ModelPrice,
+    SchedulerConfig,
+)
 
 
 class BudgetConfig(_Section):
@@ -270,6 +195,12 @@ class AnalyzeConfig(_Section):
     batch: int = Field(default=1, ge=1, le=32)  # candidates per call
     batch_wait_s: float = Field(default=10.0, gt=0)  # the longest a candidate waits for its batch
     llm: EndpointConfig | None = None  # None: the run's LLM
+    # when the LLM binds (calls wait for the scheduler's slots), analyse by what a candidate can
+    # teach (a new best always, then the largest change, a new failure kind, a branch's first) and
+    # give the rest the deterministic summary; off: every candidate waits for the LLM
+    by_value: bool = True
+    max_waiting: int = Field(default=2, ge=0)  # such analyses waiting for a slot at once (new bests apart)
+    bound_share: float = Field(default=0.02, ge=0, le=1)  # most the bound LLM analyses (new bests apart)
 
 
 class JudgeConfig(_Section):
@@ -327,6 +258,9 @@ class TrackingConfig(_Section):
     mlflow: bool = True
     tracking_uri: str | None = None
     experiment: str | None = None
+    # a finished run's winner as a new version in MLflow's Prompt Registry (text, playbook) or
+    # Model Registry (an ML task), alias evoforge-best when it is better; needs mlflow: true
+    registry: bool = True
 
 
 class CognitionConfig(_Section):
@@ -362,6 +296,7 @@ class RunConfig(_Section):
     adaptive: AdaptiveConfig = AdaptiveConfig()
     sandbox: SandboxConfig = SandboxConfig()
     analyze: AnalyzeConfig = AnalyzeConfig()
+    scheduler: SchedulerConfig = SchedulerConfig()
     task_model: TaskModelConfig = TaskModelConfig()
     gepa: GepaConfig = GepaConfig()
     ace: AceConfig = AceConfig()

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evoforge.infra.evolve_block import EditError, check_within_block, has_markers, split_program
+from evoforge.infra.failure_reasons import EMPTY, MALFORMED, SYNTAX
 
 KIND_DIFF = "diff"
 KIND_REWRITE = "rewrite"
@@ -72,7 +73,7 @@ def fence_code(code: str, language: str = "python") -> str:
 def parse_answer(text: str) -> ParsedAnswer:
     """Split an answer into motivation and edit; raise EditError when it carries no usable edit."""
     if not text or not text.strip():
-        raise EditError("empty answer")
+        raise EditError("empty answer", EMPTY)
     lines = text.replace("\r\n", "\n").splitlines(keepends=True)
     blocks, first_block = _parse_blocks(lines)
     fences = _parse_fences(lines) if not blocks else []
@@ -86,7 +87,7 @@ def parse_answer(text: str) -> ParsedAnswer:
         raise EditError("no SEARCH/REPLACE block and no fenced code block in the answer")
     code = max(fences, key=len)  # the full program is the longest fenced block
     if not code.strip():
-        raise EditError("the fenced code block in the answer is empty")
+        raise EditError("the fenced code block in the answer is empty", EMPTY)
     return ParsedAnswer(kind=KIND_REWRITE, motivation=motivation, code=code)
 
 
@@ -96,15 +97,15 @@ def apply_diff(code: str, blocks: Sequence[SearchReplace]) -> str:
     for number, block in enumerate(blocks, start=1):
         search = block.search.splitlines(keepends=True)
         if not any(line.strip() for line in search):
-            raise EditError(f"SEARCH text of block {number} is empty (give at least one line)")
+            raise EditError(f"SEARCH text of block {number} is empty (give at least one line)", MALFORMED)
         matches = _find(lines, search, strict=True) or _find(lines, search, strict=False)
         first = _quote(next(line for line in search if line.strip()))
         if not matches:
-            raise EditError(f"SEARCH text of block {number} not found in the program: {first}")
+            raise EditError(f"SEARCH text of block {number} not found in the program: {first}", MALFORMED)
         if len(matches) > 1:
             raise EditError(
                 f"SEARCH text of block {number} matches {len(matches)} places in the program: "
-                f"{first} (add surrounding lines to make it unique)"
+                f"{first} (add surrounding lines to make it unique)", MALFORMED
             )
         at = matches[0]
         lines[at : at + len(search)] = _lines_text(block.replace).splitlines(keepends=True)
@@ -126,7 +127,7 @@ def apply_answer(parent_code: str, answer: ParsedAnswer, *, language: str = "pyt
     else:
         raise EditError("the answer carries neither SEARCH/REPLACE blocks nor a program")
     if _same_text(parent_code, new_code):
-        raise EditError("the answer does not change the program")
+        raise EditError("the answer does not change the program", EMPTY)
     check_within_block(parent_code, new_code)
     if language == "python":
         _check_syntax(new_code)
@@ -185,7 +186,7 @@ def _parse_blocks(lines: list[str]) -> tuple[list[SearchReplace], int | None]:
         j = i + 1
         while j < len(lines) and not _DIVIDER.match(lines[j]):
             if _SEARCH.match(lines[j]) or _REPLACE.match(lines[j]):
-                raise EditError(f"SEARCH/REPLACE block {number} has no '=======' divider")
+                raise EditError(f"SEARCH/REPLACE block {number} has no '=======' divider", MALFORMED)
             j += 1
         k = j + 1
         while k < len(lines) and not _REPLACE.match(lines[k]):
@@ -215,7 +216,7 @@ def _parse_fences(lines: list[str]) -> list[str]:
                 break
             j += 1
         if j >= len(lines):
-            raise EditError("unterminated fenced code block (was the answer cut off?)")
+            raise EditError("unterminated fenced code block (no closing fence line)")
         bodies.append(_lines_text("".join(lines[i + 1 : j])))
         i = j + 1
     return bodies
@@ -243,9 +244,9 @@ def _check_syntax(code: str) -> None:
             warnings.simplefilter("ignore")
             compile(code, "<candidate>", "exec")
     except SyntaxError as exc:
-        raise EditError(f"candidate has a syntax error: {exc.msg} (line {exc.lineno})") from None
+        raise EditError(f"candidate has a syntax error: {exc.msg} (line {exc.lineno})", SYNTAX) from None
     except ValueError as exc:  # e.g. null bytes in the source
-        raise EditError(f"candidate cannot be compiled: {exc}") from None
+        raise EditError(f"candidate cannot be compiled: {exc}", SYNTAX) from None
 
 
 def _mentions_markers(code: str) -> bool:

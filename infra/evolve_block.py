@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evoforge.infra.failure_reasons import FROZEN, NO_EDIT
+
 START_MARKER = "EVOLVE-BLOCK-START"
 END_MARKER = "EVOLVE-BLOCK-END"
 
 
 class EditError(ValueError):
-    """A proposed edit that cannot be used; the message is the reason recorded on the node."""
+    """A proposed edit that cannot be used; the message is the error recorded on the node, and
+    `reason` its bucket (one of infra/failure_reasons.py: NO_EDIT unless the raiser says)."""
+
+    def __init__(self, message: str, reason: str = NO_EDIT) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -60,8 +67,8 @@ def check_within_block(old_code: str, new_code: str) -> None:
     try:
         new = split_program(new_code)
     except EditError as exc:
-        raise EditError(f"edit broke the EVOLVE markers: {exc}") from None
+        raise EditError(f"edit broke the EVOLVE markers: {exc}", FROZEN) from None
     if old.head.strip() != new.head.strip():
-        raise EditError("edit outside the EVOLVE block (the code before EVOLVE-BLOCK-START changed)")
+        raise EditError("edit outside the EVOLVE block (the code before EVOLVE-BLOCK-START changed)", FROZEN)
     if old.tail.strip() != new.tail.strip():
-        raise EditError("edit outside the EVOLVE block (the code after EVOLVE-BLOCK-END changed)")
+        raise EditError("edit outside the EVOLVE block (the code after EVOLVE-BLOCK-END changed)", FROZEN)

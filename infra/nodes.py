@@ -57,6 +57,7 @@ class Node:
     parent_id: str | None = None
     inspiration_ids: list[str] = field(default_factory=list)
     inspirations_used: list[str] = field(default_factory=list)  # the ones the researcher says it used
+    prompt_dropped: list[str] = field(default_factory=list)  # prompt parts left out to fit the window
     island: int = 0
     branch: str | None = None
     generation: int = 0
@@ -84,6 +85,7 @@ class Node:
     status: Status = Status.PROPOSED
     error: str | None = None
     failed_stage: str | None = None  # the stage that failed it: research | reflect | engineer | ...
+    reason: str | None = None  # why it failed, rejected or went stale: one of infra/failure_reasons.py
     repeat_of: str | None = None  # a repeat: the node whose evaluation it was served (not evaluated)
     staleness: int = 0  # v - v_i when the item reached evaluation
     reflection: str = ""  # what the staleness policy decided, e.g. "guarded: dropped (staleness 3 > 2)"

@@ -11,24 +11,34 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-PROGRAM_HEADER = "## Current program"
+CURRENT_HEADER = "## Current "  # then the artifact's noun: "## Current program", "## Current prompt"
+PROGRAM_HEADER = CURRENT_HEADER + "program"
 FORMAT_PREFIX = "Answer format:"
 FORMAT_DIFF = "diff"
 FORMAT_REWRITE = "rewrite"
 
-_PROGRAM_RE = re.compile(
-    re.escape(PROGRAM_HEADER) + r"[^\n]*\n+```[a-zA-Z0-9_+-]*\n(.*?)\n```", re.DOTALL
-)
+_HEADER_RE = re.escape(CURRENT_HEADER) + r"[A-Za-z]+\b[^\n]*\n+```"
+_PROGRAM_RE = re.compile(_HEADER_RE + r"[a-zA-Z0-9_+-]*\n(.*?)\n```", re.DOTALL)
 _FORMAT_RE = re.compile(re.escape(FORMAT_PREFIX) + r"\s*(\w+)")
 
 
-def render_program_section(code: str, language: str = "python") -> str:
-    """The prompt section that carries the program to be improved."""
-    return f"{PROGRAM_HEADER}\n```{language}\n{code.rstrip()}\n```\n"
+def render_program_section(code: str, language: str = "python", noun: str = "program") -> str:
+    """The prompt section that carries the artifact to be improved, headed by what it is.
+
+    >>> render_program_section("Be brief.", "prompt", "prompt").splitlines()[:2]
+    ['## Current prompt', '```prompt']
+    """
+    return f"{CURRENT_HEADER}{noun}\n```{language}\n{code.rstrip()}\n```\n"
+
+
+def search_replace_example(noun: str) -> str:
+    """One SEARCH/REPLACE block, as the prompts show the diff answer form."""
+    return (f"<<<<<<< SEARCH\nexact lines from the current {noun}\n=======\n"
+            f"the lines that replace them\n>>>>>>> REPLACE\n")
 
 
 def extract_program(prompt: str) -> str | None:
-    """The current program quoted in a research prompt, or None if there is none."""
+    """The current artifact quoted in a prompt (under its `## Current <noun>` header), or None."""
     match = _PROGRAM_RE.search(prompt)
     return match.group(1) + "\n" if match else None
 
@@ -298,7 +308,7 @@ def parse_plan_slots(prompt: str) -> list[PlanSlot]:
 # Text artifacts (kind `text`): the program section's fence language tells a prompt from code, and
 # the research prompt carries the task's feedback on the parent's failed cases, one line each.
 FEEDBACK_HEADER = "## Feedback on the parent's cases"
-_LANGUAGE_RE = re.compile(re.escape(PROGRAM_HEADER) + r"[^\n]*\n+```([a-zA-Z0-9_+-]*)\n")
+_LANGUAGE_RE = re.compile(_HEADER_RE + r"([a-zA-Z0-9_+-]*)\n")
 _FEEDBACK_RE = re.compile("^" + re.escape(FEEDBACK_HEADER) + r"[^\n]*\n", re.M)
 
 

@@ -7,17 +7,29 @@ from __future__ import annotations
 import re
 
 from evoforge.evaluators.task import Task
+from evoforge.infra.artifacts import ArtifactKind
 from evoforge.infra.nodes import PRUNED, REJECTED, ROLLED_BACK, STALE, Node
 from evoforge.infra.prompt_format import ANALYSIS_MARKER, ANALYSIS_SECTIONS, MAX_LESSONS, render_comparison
 from evoforge.stages.debug import RepairData
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.population.item import Item
+from evoforge.stages.prompt_fit import ANALYSIS, FEEDBACK, METRICS, Part, fit_to
 
-SYSTEM = (
-    "You are an expert researcher analysing one experiment of an evolutionary program search: a "
-    "candidate program was changed and evaluated. Explain what happened and why from the evidence "
-    "given, in the structure asked for; keep lessons to what would hold beyond this one program."
+SYSTEM = (  # kind-neutral: a batched prompt's (stages/analyze.py); one request has its kind's
+    "You are an expert researcher analysing one experiment of an evolutionary search: a candidate "
+    "was changed and evaluated. Explain what happened and why from the evidence given, in the "
+    "structure asked for; keep lessons to what would hold beyond this one candidate."
 )
+
+
+def analysis_system(artifact: ArtifactKind) -> str:
+    """The Analyzer's system message, speaking of the task's kind of artifact."""
+    noun = artifact.noun
+    return (f"You are an expert researcher analysing one experiment of an evolutionary search over "
+            f"{noun}s: a candidate {noun} was changed and evaluated. Explain what happened and why from "
+            f"the evidence given, in the structure asked for; keep lessons to what would hold beyond "
+            f"this one {noun}.")
+
 
 _MAX_DIFF_CHARS = 6000
 _MAX_METRICS = 20
@@ -75,27 +87,37 @@ def classify_error(error: str) -> str:
 
 
 def analysis_messages(item: Item, ctx: StageContext) -> list[dict[str, str]]:
-    """The prompt: the task, the change, its evaluation and output, and the computed comparison."""
+    """The prompt: the task, the change, its evaluation and output, and the computed comparison,
+    fitted to the analysis endpoint's context window (`stages/prompt_fit.py`)."""
+    llm = ctx.analysis_llm or ctx.llm
+    return fit_to(llm, analysis_parts(item, ctx), ctx.config.llm.max_tokens, strict=False).messages
+
+
+def analysis_parts(item: Item, ctx: StageContext) -> list[Part]:
+    """The named parts of the Analyzer's prompt, in order, each with its drop rank."""
     node, task = item.node, ctx.task
     assert node is not None
     limit = ctx.config.analyze.max_output_chars
     about = f" {' '.join(task.description.split())[:1000]}" if task.description.strip() else ""
-    parts = [
-        f"# Analysis of candidate {node.id} for task {task.name}",
-        f"Objective: {task.objective} ({task.direction}).{about}",
-        f"## The candidate's change (on parent {item.parent.id})",
-        f"Motivation: {' '.join(node.motivation.split()) or 'n/a'}",
-        f"```diff\n{_head(node.diff.rstrip(), _MAX_DIFF_CHARS) or '(no diff)'}\n```",
-        "## Its evaluation",
-        f"Status: {node.status}" + (f" (in the {node.failed_stage} stage)" if node.failed_stage else ""),
-        f"Score: {_own_score(node)}",
-        f"Metrics: {_metrics(node.metrics)}",
-        *_repairs(node),
-        _evaluator_output(node, limit),
-        render_comparison(comparison_facts(node, item.parent, ctx.pool.best_confirmed(), task)),
-        _INSTRUCTIONS,
+    diff = node.diff.rstrip()
+    where = f" (in the {node.failed_stage} stage)" if node.failed_stage else ""
+    output, short_output = _evaluator_output(node, limit), _evaluator_output(node, min(limit, 400))
+    return [
+        Part("system", analysis_system(task.artifact), role="system"),
+        Part("task", f"# Analysis of candidate {node.id} for task {task.name}\n"
+                     f"Objective: {task.objective} ({task.direction}).{about}"),
+        Part("change", f"## The candidate's change (on parent {item.parent.id})\n"
+                       f"Motivation: {' '.join(node.motivation.split()) or 'n/a'}"),
+        Part("diff", f"```diff\n{_head(diff, _MAX_DIFF_CHARS) or '(no diff)'}\n```", METRICS,
+             short=f"```diff\n{_head(diff, 800)}\n```" if len(diff) > 800 else ""),
+        Part("evaluation", f"## Its evaluation\nStatus: {node.status}{where}\nScore: {_own_score(node)}"),
+        Part("metrics", f"Metrics: {_metrics(node.metrics)}", METRICS),
+        *(Part(f"repair {i}", line, ANALYSIS) for i, line in enumerate(_repairs(node), 1)),
+        Part("evaluator output", output, FEEDBACK, short=short_output if short_output != output else ""),
+        Part("comparison", render_comparison(comparison_facts(node, item.parent, ctx.pool.best_confirmed(),
+                                                              task))),
+        Part("instructions", _instructions(task.artifact.noun)),
     ]
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
 
 
 def comparison_facts(node: Node, parent: Node | None, best: Node | None, task: Task) -> dict[str, str]:
@@ -121,17 +143,19 @@ def comparison_facts(node: Node, parent: Node | None, best: Node | None, task: T
     return facts
 
 
-_INSTRUCTIONS = (
-    f"{ANALYSIS_MARKER} write a short report on this experiment with exactly these markdown "
-    f"sections, in this order:\n\n"
-    + "\n".join(f"## {name}" for name in ANALYSIS_SECTIONS)
-    + f"\n\nUnder `## What changed`, the change in a sentence or two; under `## What happened`, the "
-    f"outcome, using the computed comparison above; under `## Why it likely happened`, your best "
-    f"explanation from the evidence (say so when it is uncertain); under `## What to try next`, one "
-    f"to three concrete next experiments. Under `## Lessons`, 0 to {MAX_LESSONS} bullet lines "
-    f"(`- ...`), each a lesson that generalises beyond this one program (not a description of "
-    f"this change), or the single line `none`."
-)
+def _instructions(noun: str) -> str:
+    """The report asked for, its sections in order."""
+    return (
+        f"{ANALYSIS_MARKER} write a short report on this experiment with exactly these markdown "
+        f"sections, in this order:\n\n"
+        + "\n".join(f"## {name}" for name in ANALYSIS_SECTIONS)
+        + f"\n\nUnder `## What changed`, the change in a sentence or two; under `## What happened`, the "
+        f"outcome, using the computed comparison above; under `## Why it likely happened`, your best "
+        f"explanation from the evidence (say so when it is uncertain); under `## What to try next`, one "
+        f"to three concrete next experiments. Under `## Lessons`, 0 to {MAX_LESSONS} bullet lines "
+        f"(`- ...`), each a lesson that generalises beyond this one {noun} (not a description of "
+        f"this change), or the single line `none`."
+    )
 
 
 def _value(node: Node) -> float | None:

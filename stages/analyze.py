@@ -11,6 +11,9 @@ What analysis costs in LLM calls is a setting: `analyze.share` analyses a share 
 candidates (chosen by node id, so a resumed run picks the same ones), `analyze.batch` asks for
 several candidates' reports in one call (a candidate waits at most `analyze.batch_wait_s` for
 its batch to fill), and `analyze.llm` sends the calls to another endpoint (a smaller model).
+Unbatched, the calls spend the LLM's spare capacity (`analyze.by_value`, stages/analysis_value.py):
+with slack every candidate is analysed by the LLM; when the LLM binds, new bests and the most
+telling candidates are, and the rest get the deterministic summary (AnalysisData.by says which).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 
 from evoforge.infra.config import RunConfig
+from evoforge.infra.llm.scheduler import ANALYZE, SlotRefused, scheduler_of
 from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
 from evoforge.infra.llm_traces import LLMCall, note_calls, recording
 from evoforge.infra.nodes import Node
@@ -28,7 +32,9 @@ from evoforge.infra.prompt_format import (
     parse_analysis,
     split_reports,
 )
+from evoforge.stages.analysis_data import BY_LLM, BY_SUMMARY, AnalysisData
 from evoforge.stages.analysis_prompt import SYSTEM, analysis_messages
+from evoforge.stages.analysis_value import NEW_BEST, Triage, Worth, summary_report
 from evoforge.stages.pipeline.authorship import LESSONS_BY, answer_author, answer_kind, answer_label
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
@@ -48,6 +54,7 @@ class Analyze(Stage):
     def __init__(self) -> None:
         self._batch: list[tuple[Item, asyncio.Future[Answer]]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self.triage: Triage | None = None  # what the run's candidates showed: whom the bound LLM analyses
 
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.analyze.enabled
@@ -58,8 +65,16 @@ class Analyze(Stage):
 
     async def run(self, item: Item, ctx: StageContext) -> StageResult:
         if ctx.config.analyze.batch <= 1:
-            return await analyze(item, ctx)
+            return await analyze(item, ctx, self.triage_for(ctx))
         return await self._batched(item, ctx)
+
+    def triage_for(self, ctx: StageContext) -> Triage | None:
+        """The run's triage (None when `analyze.by_value` is off: every candidate waits for the LLM)."""
+        if not ctx.config.analyze.by_value:
+            return None
+        if self.triage is None:
+            self.triage = Triage(ctx.config.analyze.bound_share)
+        return self.triage
 
     async def _batched(self, item: Item, ctx: StageContext) -> StageResult:
         """This item's report from a call shared with up to `analyze.batch - 1` others."""
@@ -114,19 +129,47 @@ def chosen(node_id: str, share: float) -> bool:
         return True
 
 
-async def analyze(item: Item, ctx: StageContext) -> StageResult:
+async def analyze(item: Item, ctx: StageContext, triage: Triage | None = None) -> StageResult:
     """Ask the LLM for a report on the item's evaluated candidate; a copy of its node comes back
-    with the report, its lessons (when `analyze.write_back`) and the call's cost."""
+    with the report, its lessons (when `analyze.write_back`) and the call's cost. With `triage`,
+    a candidate the binding LLM cannot spare a slot for gets the deterministic summary instead."""
     assert item.node is not None
     if not item.node.was_evaluated:
         return StageResult(item.node)  # nothing ran, nothing to analyse
     node = item.node.copy()
     messages = analysis_messages(item, ctx)
+    scheduler = scheduler_of(ctx.analysis_llm or ctx.llm)
+    worth, binds = None, False
+    if triage is not None:
+        worth = triage.worth(item, ctx)  # remembered even with slack: the failure kinds, the groups
+        binds = scheduler is not None and scheduler.binds()
+    if binds and worth is not None and not triage.admit(worth):
+        return StageResult(_summarised(node, messages))
+    rank, keep = _place(worth, ctx) if binds and worth is not None else ((), None)
     try:
-        completion = await ask_llm(ctx, node, messages, ctx.analysis_llm)
+        completion = await ask_llm(ctx, node, messages, ctx.analysis_llm, priority=ANALYZE,
+                                   rank=rank, keep=keep)
+    except SlotRefused:  # only a refusable call, so with a triage: better-ranked ones took its place
+        assert triage is not None
+        triage.refused()
+        return StageResult(_summarised(node, messages))
     except LLMError as exc:
         return StageResult(_failed(node, ctx, exc))
+    AnalysisData.of(node).worth = worth.name if binds and worth is not None else "slack"
     return StageResult(_reported(node, completion, completion.text, ctx))
+
+
+def _place(worth: Worth, ctx: StageContext) -> tuple[tuple[float, ...], int | None]:
+    """The call's rank among waiting analyses, and how many may wait (None, never refused: a new best)."""
+    return worth.rank, (None if worth.kind == NEW_BEST else ctx.config.analyze.max_waiting)
+
+
+def _summarised(node: Node, messages: list[dict[str, str]]) -> Node:
+    """The node with the deterministic summary for a report (no LLM call, no lessons)."""
+    node.analysis = summary_report(node, messages[-1]["content"])
+    node.artifacts[ANALYSIS_BY] = "the deterministic summary (no LLM: the LLM was busy)"
+    AnalysisData.of(node).by = BY_SUMMARY
+    return node
 
 
 Answer = tuple["Completion | LLMError", list[LLMCall]]  # a batch's outcome and the call's trace
@@ -161,6 +204,7 @@ def _reported(node: Node, completion: Completion, text: str, ctx: StageContext) 
     sections, lessons = parse_analysis(text)
     node.analysis = render_report(node, completion, sections, lessons)
     node.artifacts[ANALYSIS_BY] = answer_author(completion, "analyzer")
+    AnalysisData.of(node).by = BY_LLM
     if ctx.config.analyze.write_back and lessons:
         node.lessons = lessons
         node.artifacts[LESSONS_BY] = answer_kind(completion)  # an LLM's reach the shared base

@@ -21,6 +21,7 @@ from pathlib import PurePath
 from evoforge.evaluators.task import EVALUATOR, Task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.evolve_block import EditError
+from evoforge.infra.llm.scheduler import PROPOSE
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED, PROPOSED, Node
@@ -29,7 +30,8 @@ from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
 from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item
-from evoforge.stages.research_prompt import DIFF_RULES, SYSTEM
+from evoforge.stages.prompt_fit import FEEDBACK, Part, fit_to
+from evoforge.stages.research_prompt import diff_rules
 
 CRASH, TIMEOUT, INVALID, NOT_FAILED = "crash", "timeout", "invalid", "not_failed"
 
@@ -91,29 +93,35 @@ def attempt_record(node: Node) -> dict[str, str]:
     }
 
 
-def repair_messages(task: Task, node: Node) -> list[dict[str, str]]:
-    """The prompt: the task, the crash with its traceback tail, the program, the diff rules."""
+def repair_messages(task: Task, node: Node, llm: object = None, max_tokens: int = 0) -> list[dict[str, str]]:
+    """The prompt: the task, the crash with its traceback tail, the artifact, the edit rules;
+    fitted to `llm`'s context window when it is given (the output tails shortened, then dropped)."""
+    return fit_to(llm, repair_parts(task, node), max_tokens, strict=False).messages
+
+
+def repair_parts(task: Task, node: Node) -> list[Part]:
+    """The named parts of the repair prompt, in order, each with its drop rank."""
     goal = "maximize" if task.direction == "maximize" else "minimize"
+    artifact = task.artifact
+    frozen = f" {artifact.frozen_rule()}" if artifact.frozen_rule() else ""
     parts = [
-        f"# Task: {task.name}",
-        task.description.strip() or "Improve the program.",
-        f"Objective: {goal} the metric `{task.objective}`.",
-        "## Repair a crashed candidate",
-        "The program below crashed during its evaluation. Fix the cause of the crash with the "
-        "smallest change that keeps the candidate's idea, inside the EVOLVE block only.",
-        f"The candidate's idea: {node.motivation.strip()[:600] or 'n/a'}",
-        f"Error:\n```text\n{(node.error or 'no error message')[:_ERROR_CHARS]}\n```",
+        Part("system", artifact.system_rules(), role="system"),
+        Part("task", f"# Task: {task.name}\n{task.description.strip() or f'Improve the {artifact.noun}.'}\n"
+             f"Objective: {goal} the metric `{task.objective}`."),
+        Part("crash", f"## Repair a crashed candidate\nThe {artifact.noun} below crashed during its "
+             f"evaluation. Fix the cause of the crash with the smallest change that keeps the "
+             f"candidate's idea.{frozen}\nThe candidate's idea: {node.motivation.strip()[:600] or 'n/a'}\n"
+             f"Error:\n```text\n{(node.error or 'no error message')[:_ERROR_CHARS]}\n```"),
     ]
     for label, key, size in (("Traceback (last lines)", "traceback", _TRACEBACK_CHARS),
                              ("Standard error (last lines)", "stderr_tail", _OUTPUT_CHARS)):
         text = node.artifacts.get(key, "").strip()
         if text:
-            parts.append(f"{label}:\n```text\n{text[-size:]}\n```")
-    parts.append(task.artifact.show(node.code))
-    parts.append(DIFF_RULES)
-    if task.artifact.answer_rules():
-        parts.append(task.artifact.answer_rules())
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+            short = f"{label}:\n```text\n{text[-400:]}\n```" if len(text[-size:]) > 400 else ""
+            parts.append(Part(key, f"{label}:\n```text\n{text[-size:]}\n```", FEEDBACK, short=short))
+    parts.append(Part("artifact", artifact.show(node.code)))
+    parts.append(Part("rules", diff_rules(artifact)))
+    return parts
 
 
 class Debug(Stage):
@@ -148,8 +156,9 @@ async def debug(item: Item, ctx: StageContext) -> StageResult:
     node = crashed.copy()
     attempt = attempt_record(crashed)
     RepairData.of(node).attempts.append(attempt)
+    messages = repair_messages(ctx.task, crashed, ctx.llm, ctx.config.llm.max_tokens)
     try:
-        completion = await ask_llm(ctx, node, repair_messages(ctx.task, crashed))
+        completion = await ask_llm(ctx, node, messages, priority=PROPOSE)
     except LLMError as exc:
         return _unrepaired(node, attempt, f"LLM call failed: {exc}")
     try:
@@ -171,7 +180,7 @@ def _unrepaired(node: Node, attempt: dict[str, str], reason: str) -> StageResult
 def _reset(node: Node, code: str, diff: str) -> None:
     """Make the node a fresh proposal of `code`; its costs (LLM, evaluation seconds) stay."""
     node.code, node.diff, node.status = code, diff, PROPOSED
-    node.error = node.failed_stage = node.evaluated_at = None
+    node.error = node.failed_stage = node.reason = node.evaluated_at = None
     node.score_pilot = node.score_full = node.score_partial = None
     node.speculative_at, node.cases_done = None, 0
     node.metrics, node.case_scores, node.artifacts = {}, {}, {}

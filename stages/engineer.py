@@ -18,6 +18,7 @@ import time
 
 from evoforge.evaluators.cases import CaseOutcome
 from evoforge.evaluators.evaluation import EvalOutcome
+from evoforge.infra import failure_reasons
 from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, REJECTED, SPECULATIVE, STALE, Node
 from evoforge.stages.debug import RepairData
 from evoforge.stages.evaluation.guardrails import GUARD, QUICK_TEST_PREFIX, static_violation
@@ -51,7 +52,7 @@ class Engineer(Stage):
         decision = decide(item, ctx.pool.v, ctx.history, ctx.config.staleness)
         noted = node.copy(staleness=item.staleness(ctx.pool.v), reflection=decision.reason)
         if decision.action == DROP:
-            noted.status = STALE
+            noted.status, noted.reason = STALE, failure_reasons.STALE
             return Admission(to=COMMIT, node=noted)
         if decision.action == REFLECT:
             return Admission(to="reflect", node=noted)
@@ -76,11 +77,13 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
     violation = static_violation(node.code, ctx.task)
     if violation is not None:  # no sandbox run, so no evaluation is counted
         node.status, node.failed_stage, node.error = FAILED, GUARD, str(violation)
+        node.reason = failure_reasons.GUARD
         return StageResult(node)
     try:
         space = knob_space(node.code, ctx.task)
     except SpaceError as exc:  # a malformed knob declaration: no sandbox run
         node.status, node.failed_stage, node.error = FAILED, GUARD, f"parameter space: {exc}"
+        node.reason = failure_reasons.GUARD
         return StageResult(node)
     node.hardcoded = hardcoded_values(node.code, owned_knobs(item)) if ctx.task.is_python else []
     node.params = space.defaults()
@@ -107,7 +110,7 @@ async def _evaluate_new(item: Item, node: Node, space: ParamSpace, ctx: StageCon
     reason = None if node.origin == "seed" else (  # a failed seed is evaluated again on a rerun
         novelty_rejection(node.code, ctx.pool, ctx.config.search, novelty_similarity(ctx)))
     if reason is not None:
-        node.status, node.failed_stage = REJECTED, "engineer"
+        node.status, node.failed_stage, node.reason = REJECTED, "engineer", failure_reasons.DUPLICATE
         node.error = f"rejected before evaluation: {reason}"
         return node
     if earlier is not None:  # a resumed run: the study already holds the defaults' evaluation
@@ -162,7 +165,7 @@ def settle_node(node: Node, report: EvalReport, level: str = "full") -> Node:
     if report.worker is not None:
         node.artifacts["evaluated_on"] = report.worker
     if report.quick_test_failed:
-        node.status, node.failed_stage = FAILED, GUARD
+        node.status, node.failed_stage, node.reason = FAILED, GUARD, failure_reasons.GUARD
         node.error = f"{QUICK_TEST_PREFIX}{outcome.error}"
         return node
     if report.quick_test is not None:
@@ -181,6 +184,7 @@ def settle_node(node: Node, report: EvalReport, level: str = "full") -> Node:
         node.status = EVALUATED
     else:
         node.status, node.failed_stage, node.error = FAILED, "engineer", outcome.error
+        node.reason = failure_reasons.EVALUATION
     return node
 
 

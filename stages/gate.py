@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evoforge.evaluators.task_model import channel_of
+from evoforge.infra.failure_reasons import EVALUATION, GUARD
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED, REJECTED
 from evoforge.stages.pipeline.context import StageContext
@@ -52,11 +53,13 @@ class Gate(Stage):
         data.score, data.task_model_calls = outcome.score, int(outcome.metrics.get("task_model_calls", 0))
         if not outcome.ok:
             node.status, node.failed_stage, node.error = FAILED, self.name, outcome.error
+            node.reason = EVALUATION
             return StageResult(node, to=COMMIT)
         parent = batch.parent_score
         if parent is None or ctx.task.better(outcome.score, parent):
             return StageResult(node)
-        node.status, node.failed_stage = REJECTED, self.name
+        # a check before the full validation stopped it: the guard bucket, not a duplicate
+        node.status, node.failed_stage, node.reason = REJECTED, self.name, GUARD
         node.error = (f"gate: scored {outcome.score:.4g} on its parent's minibatch "
                       f"({', '.join(batch.cases)}), not above the parent's {parent:.4g}")
         return StageResult(node, to=COMMIT)

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from evoforge.evaluators.task_model import channel_of
+from evoforge.infra.failure_reasons import EVALUATION
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED
 from evoforge.stages.pipeline.context import StageContext
@@ -84,5 +85,6 @@ class Generate(Stage):
         data.task_model_calls = int(outcome.metrics.get("task_model_calls", 0))
         if not outcome.ok:
             node.status, node.failed_stage, node.error = FAILED, self.name, outcome.error
+            node.reason = EVALUATION
             return StageResult(node, to=COMMIT)
         return StageResult(node)

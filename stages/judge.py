@@ -14,7 +14,9 @@ would not start).
 from __future__ import annotations
 
 from evoforge.evaluators.task import Task
+from evoforge.infra.artifacts import ArtifactKind
 from evoforge.infra.config import RunConfig
+from evoforge.infra.llm.scheduler import JUDGE
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.prompt_format import JUDGE_MARKER, parse_judge_score
@@ -23,13 +25,17 @@ from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
 from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item
+from evoforge.stages.prompt_fit import METRICS, Part, fit_to
 
 JUDGE_NOTE = "judge"  # node.artifacts key: the judge's score and who gave it, or why there is none
 
-SYSTEM = (
-    "You are an expert reviewer of programs evolved by an automated search. You judge code "
-    "quality and how promising a program is as a starting point for further improvement."
-)
+def judge_system(artifact: ArtifactKind) -> str:
+    """The judge's system message, speaking of the task's kind of artifact."""
+    noun = artifact.noun
+    return (f"You are an expert reviewer of {noun}s evolved by an automated search. You judge the "
+            f"quality of a {noun} and how promising it is as a starting point for further improvement.")
+
+
 _MAX_BLOCK_CHARS = 12000
 
 
@@ -51,26 +57,33 @@ class Judge(Stage):
         return await judge(item, ctx)
 
 
-def judge_messages(node: Node, task: Task) -> list[dict[str, str]]:
-    """The prompt: the candidate's EVOLVE block, its score and metrics, and the one-line answer form."""
-    block = task.artifact.evolvable(node.code)
+def judge_messages(node: Node, task: Task, llm: object = None, max_tokens: int = 0) -> list[dict[str, str]]:
+    """The prompt: the candidate's evolvable part, its score and metrics, and the one-line answer
+    form; fitted to `llm`'s context window when it is given (metrics dropped, then the part cut)."""
+    artifact = task.artifact
+    block = artifact.evolvable(node.code)
     if len(block) > _MAX_BLOCK_CHARS:
-        block = block[:_MAX_BLOCK_CHARS] + "\n# [... cut]"
+        block = block[:_MAX_BLOCK_CHARS] + "\n[... cut]"
     metrics = ", ".join(f"{k}={v:.6g}" for k, v in sorted(node.metrics.items())[:20]) or "none"
     value = node.score_full if node.score_full is not None else node.score_pilot
     level = " (pilot level)" if node.score_full is None else ""
     score = "none" if value is None else f"{value:.6g}{level}"
-    prompt = "\n".join([
-        f"# Judging candidate {node.id} for task {task.name}",
-        f"Objective: {task.objective} ({task.direction}); the candidate's score: {score}",
-        f"Metrics: {metrics}",
-        "## Candidate program (its EVOLVE block)",
-        f"```python\n{block.rstrip()}\n```",
-        f"{JUDGE_MARKER} rate this code's quality and its promise as a starting point for further "
-        f"improvement, from 0 (poor) to 10 (excellent): judge the code, not only its score. Give at "
-        f"most two sentences of reasons, then one line `Score: N/10`.",
-    ])
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+    heading = f"## Candidate {artifact.noun}" + (f" ({artifact.evolvable_part})" if artifact.evolvable_part
+                                                 else "")
+    thing = artifact.noun
+    parts = [
+        Part("system", judge_system(artifact), role="system"),
+        Part("task", f"# Judging candidate {node.id} for task {task.name}\n"
+             f"Objective: {task.objective} ({task.direction}); the candidate's score: {score}"),
+        Part("metrics", f"Metrics: {metrics}", METRICS),
+        Part("candidate", f"{heading}\n```{artifact.fence()}\n{block.rstrip()}\n```",
+             short=f"{heading}\n```{artifact.fence()}\n{block[:2000].rstrip()}\n[... cut]\n```"
+             if len(block) > 2000 else ""),
+        Part("rules", f"{JUDGE_MARKER} rate this {thing}'s quality and its promise as a starting point "
+             f"for further improvement, from 0 (poor) to 10 (excellent): judge the {thing}, not only its "
+             f"score. Give at most two sentences of reasons, then one line `Score: N/10`."),
+    ]
+    return fit_to(llm, parts, max_tokens, strict=False).messages
 
 
 async def judge(item: Item, ctx: StageContext) -> StageResult:
@@ -81,7 +94,8 @@ async def judge(item: Item, ctx: StageContext) -> StageResult:
         return StageResult(item.node)  # only evaluated candidates (at the search level) are judged
     node = item.node.copy(judge_score=None)
     try:
-        completion = await ask_llm(ctx, node, judge_messages(node, ctx.task))
+        messages = judge_messages(node, ctx.task, ctx.llm, ctx.config.llm.max_tokens)
+        completion = await ask_llm(ctx, node, messages, priority=JUDGE)
     except LLMError as exc:
         node.artifacts[JUDGE_NOTE] = f"no score: the judge call failed ({exc})"
         return StageResult(node)

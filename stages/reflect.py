@@ -8,18 +8,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from evoforge.infra import failure_reasons
 from evoforge.infra.config import RunConfig
 from evoforge.infra.evolve_block import EditError
+from evoforge.infra.llm.scheduler import REFLECT
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import STALE
-from evoforge.infra.prompt_format import PROGRAM_HEADER, REFLECT_MARKER, parse_decision
+from evoforge.infra.prompt_format import CURRENT_HEADER, REFLECT_MARKER, parse_decision
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
 from evoforge.stages.population.history import PoolHistory
 from evoforge.stages.population.item import Item, ItemUpdate
-from evoforge.stages.research_prompt import DIFF_RULES, SYSTEM
+from evoforge.stages.prompt_fit import INSPIRATION, Part, fit_to
+from evoforge.stages.research_prompt import diff_rules
 
 _MAX_UPDATES = 5
 
@@ -33,35 +36,46 @@ class ReflectData(NodeData, owner="reflect"):
 
 
 def reflection_messages(item: Item, ctx: StageContext, history: PoolHistory) -> list[dict[str, str]]:
-    """The prompt: the candidate's change, the pool's updates since it was designed, the best."""
-    node, best = item.node, ctx.pool.best
+    """The prompt: the candidate's change, the pool's updates since it was designed, the best,
+    fitted to the LLM's context window (the oldest updates' parts go last, see prompt_fit)."""
+    return fit_to(ctx.llm, reflection_parts(item, ctx, history), ctx.config.llm.max_tokens,
+                  strict=False).messages
+
+
+def reflection_parts(item: Item, ctx: StageContext, history: PoolHistory) -> list[Part]:
+    """The named parts of the reflection prompt, in order, each with its drop rank."""
+    node, best, artifact = item.node, ctx.pool.best, ctx.task.artifact
     assert node is not None and best is not None
     parts = [
-        f"# Reflection on a stale candidate for task {ctx.task.name}",
-        f"A candidate was designed against pool version {item.v_i}; the pool is now at version "
-        f"{ctx.pool.v}. Decide whether its change still adds value on top of what the pool has "
-        f"learned since.",
-        f"## The candidate's change (on node {item.parent.id}, score {ctx.pool.value(item.parent)})",
-        f"Motivation: {node.motivation.strip() or 'n/a'}",
-        f"```diff\n{node.diff.rstrip()}\n```",
-        f"## What changed in the pool since version {item.v_i}",
+        Part("system", artifact.system_rules(), role="system"),
+        Part("task", f"# Reflection on a stale candidate for task {ctx.task.name}\n"
+             f"A candidate was designed against pool version {item.v_i}; the pool is now at version "
+             f"{ctx.pool.v}. Decide whether its change still adds value on top of what the pool has "
+             f"learned since."),
+        Part("candidate", f"## The candidate's change (on node {item.parent.id}, score "
+             f"{ctx.pool.value(item.parent)})\nMotivation: {node.motivation.strip() or 'n/a'}\n"
+             f"```diff\n{node.diff.rstrip()}\n```"),
+        Part("updates heading", f"## What changed in the pool since version {item.v_i}",
+             requires="update "),
     ]
     if item.tainted_by:
-        parts.append(f"Its parent {item.tainted_by} entered the pool on a partial evaluation and was "
-                     f"rolled back: the full evaluation did not confirm it.")
+        parts.append(Part("rollback", f"Its parent {item.tainted_by} entered the pool on a partial "
+                          f"evaluation and was rolled back: the full evaluation did not confirm it."))
     for update in history.since(item.v_i)[-_MAX_UPDATES:]:
         u = update.node
-        parts.append(f"### v{update.v}: {update.kind.replace('_', ' ')} node {u.id}, score "
-                     f"{ctx.pool.value(u) if ctx.pool.value(u) is not None else u.score_partial}\n"
-                     f"Motivation: {u.motivation.strip()[:400] or 'n/a'}\n```diff\n{u.diff.rstrip()}\n```")
-    parts.append(ctx.task.artifact.show(best.code).replace(PROGRAM_HEADER,
-                                                           f"{PROGRAM_HEADER} (the pool's best)", 1))
-    parts.append(
+        score = ctx.pool.value(u) if ctx.pool.value(u) is not None else u.score_partial
+        parts.append(Part(f"update v{update.v}",
+                          f"### v{update.v}: {update.kind.replace('_', ' ')} node {u.id}, score {score}\n"
+                          f"Motivation: {u.motivation.strip()[:400] or 'n/a'}\n"
+                          f"```diff\n{u.diff.rstrip()}\n```", INSPIRATION))
+    header = f"{CURRENT_HEADER}{artifact.noun}"
+    parts.append(Part("best", artifact.show(best.code).replace(header, f"{header} (the pool's best)", 1)))
+    parts.append(Part("rules",
         f"{REFLECT_MARKER} answer with one line `Decision: keep` (evaluate the candidate as it "
         f"is), `Decision: drop` (it no longer adds value), or `Decision: patch` followed by the "
-        f"candidate's idea applied to the current program above, in this form:\n\n{DIFF_RULES}"
-        + (f"\n{ctx.task.artifact.answer_rules()}" if ctx.task.artifact.answer_rules() else ""))
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+        f"candidate's idea applied to the current {artifact.noun} above, in this form:\n\n"
+        f"{diff_rules(artifact)}"))
+    return parts
 
 
 class Reflect(Stage):
@@ -87,13 +101,14 @@ async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> StageR
     back = ItemUpdate(reflected=True)
     messages = reflection_messages(item, ctx, history)
     try:
-        completion = await ask_llm(ctx, node, messages)
+        completion = await ask_llm(ctx, node, messages, priority=REFLECT)
     except LLMError as exc:
         node.reflection += f"; reflection call failed ({exc}): kept"
         return StageResult(node, updates=back)
     decision = parse_decision(completion.text)
     if decision == "drop":
         node.status, node.reflection = STALE, node.reflection + "; reflection: dropped"
+        node.reason = failure_reasons.STALE
         return StageResult(node, to=COMMIT, updates=back)
     if decision == "patch":
         try:

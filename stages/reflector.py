@@ -10,10 +10,14 @@ fails the candidate with the reason; the run goes on.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 
 from evoforge.evaluators.task_model import channel_of
 from evoforge.infra.ace_format import CASE_PREFIX, PLAYBOOK_HEADER, REFLECTOR_MARKER, parse_reflection
+from evoforge.infra.evolve_block import EditError
+from evoforge.infra.failure_reasons import answer_head
+from evoforge.infra.llm.scheduler import REFLECT
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED, Node
@@ -22,6 +26,9 @@ from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
 from evoforge.stages.population.item import Item, ItemUpdate
+from evoforge.stages.prompt_fit import FEEDBACK, Part, fit_to
+
+log = logging.getLogger("evoforge.reflector")
 
 INSIGHT_PREFIX = "Reflector's insight:"
 _OUTPUT_CHARS, _INPUT_CHARS = 600, 400
@@ -55,14 +62,16 @@ class Reflector(Stage):
         data = ReflectorData.of(node)
         probe = Node(id=node.id, run_id=node.run_id, code="")  # the call's own meters
         try:
-            completion = await ask_llm(ctx, probe, messages)
+            completion = await ask_llm(ctx, probe, messages, priority=REFLECT)
         except LLMError as exc:
-            return _fail(node, f"reflector: LLM call failed: {exc}", probe, data)
+            return _fail(node, f"reflector: LLM call failed: {exc}", exc.reason, probe, data)
         data.llm_s, data.tokens_in, data.tokens_out = probe.llm_s, probe.tokens_in, probe.tokens_out
         try:
             reflection = parse_reflection(completion.text)
-        except ValueError as exc:
-            return _fail(node, f"reflector: unusable answer: {exc}", probe, data)
+        except EditError as exc:
+            log.info("reflector on %s: unusable answer (%s): %s; the answer begins: %r", node.id, exc.reason,
+                     exc, answer_head(completion.text))
+            return _fail(node, f"reflector: unusable answer: {exc}", exc.reason, probe, data)
         data.insight, data.diagnosis = reflection.insight, reflection.diagnosis
         data.tags = [list(tag) for tag in reflection.tags]
         feedback = _failed_feedback(item.parent.code, node, ctx) + [f"{INSIGHT_PREFIX} {reflection.insight}"]
@@ -70,23 +79,27 @@ class Reflector(Stage):
 
 
 def reflector_prompt(playbook: str, node: Node, ctx: StageContext) -> str:
-    """The Reflector's prompt: the playbook, then each trajectory of the generator's step."""
+    """The Reflector's prompt: the playbook, then each trajectory of the generator's step, fitted
+    to the LLM's context window (the last trajectories are left out first)."""
     channel = channel_of(ctx.task)
-    parts = [REFLECTOR_MARKER,
-             "Below are a playbook (an assistant's itemised context) and how the assistant did with it on "
-             "some cases. Diagnose what went wrong, state the one insight that would fix it, and tag each "
-             "bullet the answers relied on as helpful, harmful or neutral. Answer with one JSON object: "
-             '{"error_identification": "...", "root_cause_analysis": "...", "key_insight": "...", '
-             '"bullet_tags": [{"id": "<bullet id>", "tag": "helpful" | "harmful" | "neutral"}]}.',
-             PLAYBOOK_HEADER, playbook.rstrip()]
+    parts = [Part("rules", REFLECTOR_MARKER + "\n"
+                  "Below are a playbook (an assistant's itemised context) and how the assistant did with it "
+                  "on some cases. Diagnose what went wrong, state the one insight that would fix it, and "
+                  "tag each bullet the answers relied on as helpful, harmful or neutral. Answer with one "
+                  'JSON object: {"error_identification": "...", "root_cause_analysis": "...", '
+                  '"key_insight": "...", "bullet_tags": [{"id": "<bullet id>", "tag": "helpful" | '
+                  '"harmful" | "neutral"}]}.'),
+             Part("playbook", f"{PLAYBOOK_HEADER}\n{playbook.rstrip()}")]
     for case_id in GenerateData.peek(node).cases:
         case = {k: v for k, v in channel.module.by_id[case_id].items() if k != "id"}
         traced = channel.trace(playbook, case_id)
         output, score, note = traced if traced is not None else ("(the call failed)", 0.0, "")
-        parts.append(f"{CASE_PREFIX}{case_id}\nInput: {_inputs(case)[:_INPUT_CHARS]}\n"
-                     f"Output: {' '.join(output.split())[:_OUTPUT_CHARS]}\nScore: {score:g}\n"
-                     f"Feedback: {note or '(none)'}")
-    return "\n".join(parts) + "\n"
+        parts.append(Part(f"case {case_id}",
+                          f"{CASE_PREFIX}{case_id}\nInput: {_inputs(case)[:_INPUT_CHARS]}\n"
+                          f"Output: {' '.join(output.split())[:_OUTPUT_CHARS]}\nScore: {score:g}\n"
+                          f"Feedback: {note or '(none)'}", FEEDBACK))
+    fitted = fit_to(ctx.llm, parts, ctx.config.llm.max_tokens, strict=False)
+    return fitted.messages[0]["content"] + "\n"
 
 
 def _inputs(case: dict) -> str:
@@ -107,10 +120,11 @@ def _failed_feedback(playbook: str, node: Node, ctx: StageContext) -> list[str]:
     return lines
 
 
-def _fail(node: Node, reason: str, probe: Node, data: ReflectorData) -> StageResult:
+def _fail(node: Node, error: str, reason: str, probe: Node, data: ReflectorData) -> StageResult:
+    """The node failed in the reflector: `error` says what happened, `reason` is its bucket."""
     data.llm_s, data.tokens_in, data.tokens_out = probe.llm_s, probe.tokens_in, probe.tokens_out
     node.llm_s += probe.llm_s
     node.tokens_in += probe.tokens_in
     node.tokens_out += probe.tokens_out
-    node.status, node.failed_stage, node.error = FAILED, "reflector", reason
+    node.status, node.failed_stage, node.error, node.reason = FAILED, "reflector", error, reason
     return StageResult(node, to=COMMIT)

@@ -5,25 +5,34 @@ proposal is checkpointed (persisted before evaluation) and handed on to the engi
 
 from __future__ import annotations
 
+import logging
 import time
 
+from evoforge.infra.config import RunConfig
 from evoforge.infra.evolve_block import EditError
+from evoforge.infra.failure_reasons import PROMPT_TOO_LONG, answer_head
+from evoforge.infra.llm.factory import prefetch
+from evoforge.infra.llm.scheduler import PROPOSE, asking
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import FAILED, PROPOSED, Node
 from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import trace_call
-from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
+from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult, WorkerBounds
 from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item, ItemUpdate
+from evoforge.stages.prompt_fit import PromptTooLarge, fit_to
 from evoforge.stages.research_prompt import (
     ideas_used,
     inspirations_used,
     origin_of,
-    research_messages,
+    research_parts,
+    shown,
     without_used_line,
 )
 from evoforge.stages.rounds.branches import Branch
 from evoforge.stages.tuning.param_space import SpaceError, parse_space
+
+log = logging.getLogger("evoforge.research")
 
 
 class Research(Stage):
@@ -34,6 +43,11 @@ class Research(Stage):
     task_run_name = "research-{label}"
     default_workers, max_workers = 8, 32  # LLM calls at once (engine.workers.research)
 
+    def workers(self, cfg: RunConfig) -> WorkerBounds:
+        """The configured workers, plus the proposals prepared beyond the LLM scheduler's slots
+        (`scheduler.prefetch`): they wait for a slot, so that none idles between two calls."""
+        bounds, extra = super().workers(cfg), prefetch(cfg)
+        return WorkerBounds(bounds.initial + extra, bounds.low, bounds.high + extra) if extra else bounds
 
     async def run(self, item: Item, ctx: StageContext) -> StageResult:
         return await research(item, ctx)
@@ -57,21 +71,29 @@ def declares_knobs(node: Node) -> bool:
 async def research(item: Item, ctx: StageContext) -> StageResult:
     """A proposed candidate for `item`, or a failed one with the reason (sent to the commit)."""
     node = item.node.copy() if item.node is not None else new_candidate(item, ctx)
-    prompt = research_messages(ctx.task, item.parent, item.inspirations, item.answer_format,
-                               item.knowledge, branch=branch_of(item, ctx),
-                               knobs=ctx.config.param_search.enabled and declares_knobs(item.parent),
-                               feedback=item.feedback)
+    parts = research_parts(ctx.task, item.parent, item.inspirations, item.answer_format,
+                           item.knowledge, branch=branch_of(item, ctx),
+                           knobs=ctx.config.param_search.enabled and declares_knobs(item.parent),
+                           feedback=item.feedback)
+    try:  # sized to the endpoint's context window: the least needed parts left out
+        fitted = fit_to(ctx.llm, parts, ctx.config.llm.max_tokens)
+    except PromptTooLarge as exc:
+        return _fail(node, f"prompt too large: {exc}", PROMPT_TOO_LONG, ItemUpdate())
+    prompt, node.prompt_dropped = fitted.messages, fitted.dropped
+    inspirations = shown(item.inspirations, fitted.dropped, "inspiration ")
+    knowledge = shown(item.knowledge, fitted.dropped, "knowledge K")
     started_at, start = time.time(), time.perf_counter()
     try:
-        completion = await ctx.llm.complete(
-            prompt, temperature=ctx.config.llm.temperature, max_tokens=ctx.config.llm.max_tokens
-        )
+        with asking(PROPOSE):  # proposals take the scheduler's next free slot first
+            completion = await ctx.llm.complete(
+                prompt, temperature=ctx.config.llm.temperature, max_tokens=ctx.config.llm.max_tokens
+            )
     except LLMError as exc:
         node.llm_s = time.perf_counter() - start
         node.model = exc.model or node.model  # a router names the model the call went to
         node.tokens_in, node.tokens_out = exc.tokens_in, exc.tokens_out  # a cut-off answer's usage
         trace_call(ctx.llm, prompt, started_at, node.llm_s, error=str(exc))
-        return _fail(node, f"LLM call failed: {exc}", ItemUpdate(prompt=prompt))
+        return _fail(node, f"LLM call failed: {exc}", exc.reason, ItemUpdate(prompt=prompt))
     trace_call(ctx.llm, prompt, started_at, completion.seconds, completion)
     node.llm_s = completion.seconds
     node.tokens_in, node.tokens_out = completion.tokens_in, completion.tokens_out
@@ -81,17 +103,20 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
         applied = ctx.task.artifact.apply(item.parent.code, completion.text)
     except EditError as exc:
         node.motivation = completion.text.strip()[:500]
-        return _fail(node, f"unusable answer: {exc}", updates)
+        log.info("research on %s (parent %s): unusable answer (%s): %s; the answer begins: %r", node.id,
+                 item.parent.id, exc.reason, exc, answer_head(completion.text))
+        return _fail(node, f"unusable answer: {exc}", exc.reason, updates)
     node.code = code = applied.code
     node.motivation = without_used_line(applied.motivation)
-    node.inspirations_used = inspirations_used(completion.text, item.inspirations)
-    node.ideas_used = ideas_used(completion.text, item.knowledge)
-    node.origin = origin_of(node.ideas_used, item.knowledge, node.inspirations_used)
+    node.inspirations_used = inspirations_used(completion.text, inspirations)
+    node.ideas_used = ideas_used(completion.text, knowledge)
+    node.origin = origin_of(node.ideas_used, knowledge, node.inspirations_used)
     node.diff = ctx.task.artifact.diff(item.parent.code, code)
     node.status = PROPOSED
     return StageResult(node, updates=updates)
 
 
-def _fail(node: Node, reason: str, updates: ItemUpdate) -> StageResult:
-    node.status, node.failed_stage, node.error = FAILED, "research", reason
+def _fail(node: Node, error: str, reason: str, updates: ItemUpdate) -> StageResult:
+    """The node failed in research: `error` says what happened, `reason` is its bucket."""
+    node.status, node.failed_stage, node.error, node.reason = FAILED, "research", error, reason
     return StageResult(node, to=COMMIT, updates=updates)

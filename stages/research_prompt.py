@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TypeVar
 
 from evoforge.cognition.knowledge import Knowledge
 from evoforge.evaluators.task import Task
 from evoforge.evaluators.task_model import FEEDBACK_ARTIFACT
+from evoforge.infra.artifacts import ArtifactKind
+from evoforge.infra.artifacts.program import Program
 from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import (
     FORMAT_DIFF,
@@ -16,53 +19,35 @@ from evoforge.infra.prompt_format import (
     render_feedback_section,
 )
 from evoforge.stages.mutation_contract import CONTRACT, branch_section, tuned_line
+from evoforge.stages.prompt_fit import (
+    ANALYSIS,
+    COGNITION,
+    FEEDBACK,
+    INSPIRATION,
+    METRICS,
+    Part,
+    PromptTooLarge,
+    fit,
+    messages_of,
+    window_of,
+)
 from evoforge.stages.rounds.branches import Branch
 from evoforge.stages.sample.inspirations import BEST, DIVERSE, RECENT, Inspiration
 
-SYSTEM = (
-    "You are an expert researcher and engineer improving a program through careful, testable "
-    "changes. Only the region between EVOLVE-BLOCK-START and EVOLVE-BLOCK-END may change; "
-    "everything outside it is fixed and must stay byte-for-byte the same."
-)
-
-_BLOCK_EXAMPLE = """<<<<<<< SEARCH
-exact lines from the current program
-=======
-the lines that replace them
->>>>>>> REPLACE
-"""
-
-DIFF_RULES = f"""{FORMAT_PREFIX} {FORMAT_DIFF}
-Start with one or two sentences of motivation: what you change and why it should help.
-Then give one or more SEARCH/REPLACE blocks. Each SEARCH part must match the current program
-exactly (whitespace included) and appear in it once:
-
-{_BLOCK_EXAMPLE}"""
-
-# The research prompt describes both answer forms in its stable part (so the prefix a server
-# caches is the same for diff and rewrite calls) and names the one it wants on its last line.
-_ANSWER_RULES = f"""## How to answer
-Start with one or two sentences of motivation: what you change and why it should help. Then give
-the change in the answer format named on the last line of this message:
-
-- diff: one or more SEARCH/REPLACE blocks. Each SEARCH part must match the current program
-  exactly (whitespace included) and appear in it once:
-
-{_BLOCK_EXAMPLE}
-- rewrite: the complete new program in one ```python fenced block, keeping the EVOLVE markers
-  and everything outside the EVOLVE block unchanged.
-"""
-_FORMAT_REMINDER = {
-    FORMAT_DIFF: "SEARCH/REPLACE blocks, as described above",
-    FORMAT_REWRITE: "the complete program in one fenced block, as described above",
-}
+SYSTEM = Program().system_rules()  # a program's system message (each kind has its own)
 
 
-_LABEL_MEANING = {
-    BEST: "one of the best programs so far",
-    DIVERSE: "a good program unlike the parent",
-    RECENT: "a recent improvement on its own parent",
-}
+def diff_rules(artifact: ArtifactKind) -> str:
+    """The rules of an edit answer (a reflection's patch, a repair), asked for in the diff form."""
+    extra = artifact.answer_rules()
+    return f"{FORMAT_PREFIX} {FORMAT_DIFF}\n{artifact.edit_rules()}" + (f"\n{extra}" if extra else "")
+
+
+def _label_meaning(label: str, noun: str) -> str:
+    return {BEST: f"one of the best {noun}s so far", DIVERSE: f"a good {noun} unlike the parent",
+            RECENT: "a recent improvement on its own parent"}.get(label, f"another evaluated {noun}")
+
+
 def _citation_line(prefix: str) -> re.Pattern[str]:
     """A line `<prefix> …` of an answer, tolerating markdown emphasis; group 1 is the rest."""
     return re.compile(r"^[ \t>*_`]*" + re.escape(prefix) + r"[ \t*_`]*([^\n]*)\n?",
@@ -84,6 +69,7 @@ _IDEAS_RULE = (
     f"or `{_IDEAS_PREFIX} none`."
 )
 _ANALYSIS_CHARS = 1500
+_T = TypeVar("_T")
 
 
 def _metrics_line(node: Node) -> str:
@@ -105,11 +91,12 @@ def _score_text(node: Node) -> str:
 
 def _inspiration(shown: Inspiration | Node, index: int, task: Task) -> str:
     node, label = (shown.node, shown.label) if isinstance(shown, Inspiration) else (shown, "other")
-    block = task.artifact.evolvable(node.code).rstrip()
+    artifact = task.artifact
+    block = artifact.evolvable(node.code).rstrip()
     return (
-        f"### Inspiration {index}: {label} — {_LABEL_MEANING.get(label, 'another evaluated program')} "
+        f"### Inspiration {index}: {label} — {_label_meaning(label, artifact.noun)} "
         f"(node {node.id}, score {_score_text(node)})\n"
-        f"Motivation: {node.motivation.strip() or 'n/a'}\n```python\n{block}\n```\n"
+        f"Motivation: {node.motivation.strip() or 'n/a'}\n```{artifact.fence()}\n{block}\n```\n"
     )
 
 
@@ -166,56 +153,98 @@ def research_messages(
     knowledge: Sequence[Knowledge] = (), branch: Branch | None = None, knobs: bool = False,
     feedback: str | None = None,
 ) -> list[dict[str, str]]:
-    """The chat messages asking for one improved candidate of `parent`.
+    """The chat messages asking for one improved candidate of `parent`, every part shown (see
+    `research_parts`; `stages/prompt_fit.py` fits them to a context window)."""
+    return messages_of(research_parts(task, parent, inspirations, answer_format, knowledge, branch,
+                                      knobs, feedback))
 
-    The stable part (the system message, then `stable_prefix(task)`: task, objective, how to
-    answer) comes first and stays byte-identical across the calls of a run, so a server's prefix
+
+def research_parts(
+    task: Task, parent: Node, inspirations: Sequence[Inspiration | Node], answer_format: str,
+    knowledge: Sequence[Knowledge] = (), branch: Branch | None = None, knobs: bool = False,
+    feedback: str | None = None,
+) -> list[Part]:
+    """The named parts of the research prompt, in order, each with its drop rank.
+
+    The stable part (the kind's system message, then `stable_prefix(task)`: task, objective, how
+    to answer) comes first and stays byte-identical across the calls of a run, so a server's prefix
     cache (vLLM's automatic prefix caching) reuses it; what varies (the mutation contract, the
-    parent, knowledge, inspirations, branch, program, citation rules, answer format) follows."""
-    parts = [stable_prefix(task)]
+    parent, knowledge, inspirations, branch, the parent's artifact, citation rules, answer format)
+    follows."""
+    artifact = task.artifact
+    parts = [Part("system", artifact.system_rules(), role="system"), Part("task", stable_prefix(task))]
     if knobs:  # the same for every parent of a knob-declaring task: the prefix reaches past it
-        parts.append(CONTRACT)
-    parts += [
-        f"## Parent (node {parent.id}, score {_score_text(parent)})",
-        f"Metrics: {_metrics_line(parent)}",
-    ]
+        parts.append(Part("contract", CONTRACT))
+    parts += [Part("parent", f"## Parent (node {parent.id}, score {_score_text(parent)})"),
+              Part("metrics", f"Metrics: {_metrics_line(parent)}", METRICS)]
     tuned = tuned_line(parent)
     if tuned:
-        parts.append(tuned)
+        parts.append(Part("parent knobs", tuned))
     if parent.motivation.strip():
-        parts.append(f"How it came about: {parent.motivation.strip()[:600]}")
+        parts.append(Part("parent motivation", f"How it came about: {parent.motivation.strip()[:600]}",
+                          ANALYSIS))
     if parent.analysis.strip():
-        analysis = parent.analysis.strip()[:_ANALYSIS_CHARS]
-        parts.append(f"### What the Analyzer found about the parent\n{analysis}")
+        analysis = parent.analysis.strip()
+        parts.append(Part("parent analysis",
+                          f"### What the Analyzer found about the parent\n{analysis[:_ANALYSIS_CHARS]}",
+                          ANALYSIS, short=f"### What the Analyzer found about the parent\n{analysis[:300]}"))
     feedback = (parent.artifacts.get(FEEDBACK_ARTIFACT, "") if feedback is None else feedback).strip()
     if feedback:  # a task model's cases: what went wrong on them (GEPA's reflective data)
-        parts.append(render_feedback_section(feedback[:_ANALYSIS_CHARS].splitlines()))
+        lines = feedback[:_ANALYSIS_CHARS].splitlines()
+        parts.append(Part("feedback", render_feedback_section(lines), FEEDBACK,
+                          short=render_feedback_section(lines[:3]) if len(lines) > 3 else ""))
     if knowledge:
-        parts.append("## Prior knowledge (retrieved from the cognition base)")
-        parts.extend(_knowledge(k, i + 1) for i, k in enumerate(knowledge))
+        parts.append(Part("knowledge heading", "## Prior knowledge (retrieved from the cognition base)",
+                          requires="knowledge K"))
+        parts += [Part(f"knowledge K{i + 1}", _knowledge(k, i + 1), COGNITION)
+                  for i, k in enumerate(knowledge)]
     if inspirations:
-        parts.append("## Inspirations (EVOLVE blocks of other evaluated programs)")
-        parts.extend(_inspiration(n, i + 1, task) for i, n in enumerate(inspirations))
+        parts.append(Part("inspirations heading", artifact.inspiration_header(), requires="inspiration "))
+        parts += [Part(f"inspiration {i + 1}", _inspiration(n, i + 1, task), INSPIRATION)
+                  for i, n in enumerate(inspirations)]
     section = branch_section(branch)
     if section:
-        parts.append(section)
-    parts.append(task.artifact.show(parent.code))
+        parts.append(Part("branch", section))
+    parts.append(Part("parent artifact", artifact.show(parent.code)))
     if inspirations:
-        parts.append(_USED_RULE)
+        parts.append(Part("inspirations rule", _USED_RULE, requires="inspiration "))
     if knowledge:
-        parts.append(_IDEAS_RULE)
+        parts.append(Part("knowledge rule", _IDEAS_RULE, requires="knowledge K"))
     form = FORMAT_DIFF if answer_format == FORMAT_DIFF else FORMAT_REWRITE
-    parts.append(f"{FORMAT_PREFIX} {form} ({_FORMAT_REMINDER[form]})")
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n".join(parts)}]
+    parts.append(Part("answer format", f"{FORMAT_PREFIX} {form} ({artifact.format_reminder(form)})"))
+    return parts
+
+
+def shown(items: Sequence[_T], dropped: Sequence[str], label: str) -> list[_T]:
+    """The items a fitted prompt still shows: those whose part `<label><number>` was not dropped."""
+    return [item for i, item in enumerate(items) if f"{label}{i + 1}" not in dropped]
 
 
 def stable_prefix(task: Task) -> str:
     """The start of every research prompt of a run (after the system message): the task, its
     objective and how to answer, in both answer forms; it ends with a newline."""
     goal = "maximize" if task.direction == "maximize" else "minimize"
+    artifact = task.artifact
+    extra = artifact.answer_rules()
     return "\n".join([
         f"# Task: {task.name}",
-        task.description.strip() or "Improve the program.",
+        task.description.strip() or f"Improve the {artifact.noun}.",
         f"Objective: {goal} the metric `{task.objective}`.",
-        _ANSWER_RULES + (f"\n{task.artifact.answer_rules()}\n" if task.artifact.answer_rules() else ""),
+        artifact.answer_forms() + (f"\n{extra}\n" if extra else ""),
     ])
+
+
+def seed_fit_error(task: Task, llm: object, max_tokens: int) -> str | None:
+    """The one line saying the seed's research prompt (task, answer rules, the seed itself) does not
+    fit `llm`'s context window with `max_tokens` of room for the answer; None when it fits or the
+    window is unknown."""
+    seed = Node(id="seed", run_id="", code=task.initial_code)
+    window, count = window_of(llm)
+    try:
+        fit(research_parts(task, seed, [], FORMAT_REWRITE), window, max_tokens, count)
+    except PromptTooLarge as exc:
+        endpoint = getattr(llm, "base_url", None) or getattr(llm, "name", "the LLM")
+        return (f"the seed ({exc.needed} tokens) does not fit the context window ({exc.window}) of "
+                f"{endpoint} minus llm.max_tokens ({exc.max_tokens}): lower llm.max_tokens, shorten "
+                f"the seed or the task description, or use a model with a larger context")
+    return None

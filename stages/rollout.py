@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from evoforge.evaluators.task_model import FEEDBACK_ARTIFACT, channel_of
+from evoforge.infra.failure_reasons import EVALUATION
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED
 from evoforge.stages.pipeline.context import StageContext
@@ -55,6 +56,7 @@ class Rollout(Stage):
         data.task_model_calls = int(outcome.metrics.get("task_model_calls", 0))
         if not outcome.ok:
             node.status, node.failed_stage, node.error = FAILED, self.name, outcome.error
+            node.reason = EVALUATION
             return StageResult(node, to=COMMIT)
         passed = f"The parent passed every check of its {len(cases)} minibatch cases ({outcome.score:.3g})."
         shown = [outcome.artifacts.get(FEEDBACK_ARTIFACT) or passed]

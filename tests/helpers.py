@@ -5,9 +5,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from evoforge.infra.nodes import Node
@@ -108,3 +111,22 @@ def wait_until_answers(url: str, proc: subprocess.Popen, log: Path, timeout: flo
             pass
         time.sleep(0.5)
     raise AssertionError(f"{url} did not answer:\n{log.read_text()[-4000:]}")
+
+
+def first_match(stream: Iterable[str], pattern: str | re.Pattern[str],
+                timeout: float) -> re.Match[str] | None:
+    """The first line of `stream` (a process's output) matching `pattern`, read for at most
+    `timeout` seconds; None when none came by then."""
+    found: list[re.Match[str]] = []
+
+    def scan() -> None:
+        for line in stream:
+            match = re.search(pattern, line)
+            if match:
+                found.append(match)
+                return
+
+    reader = threading.Thread(target=scan, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return found[0] if found else None

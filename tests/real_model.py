@@ -11,12 +11,13 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import first_match
 
 REPO = Path(__file__).resolve().parent.parent
 _CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -48,24 +49,6 @@ def require_real_model() -> None:
         (pytest.fail if _CI else pytest.skip)(f"the real-model tests need it: {missing}")
 
 
-def _announced(proc: subprocess.Popen[str], timeout: float) -> re.Match[str] | None:
-    """The `run with: ...` line `evoforge serve-llm` prints once the server answers."""
-    found: list[re.Match[str]] = []
-
-    def scan() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            match = _ANNOUNCED.search(line)
-            if match:
-                found.append(match)
-                return
-
-    reader = threading.Thread(target=scan, daemon=True)
-    reader.start()
-    reader.join(timeout)
-    return found[0] if found else None
-
-
 @pytest.fixture(scope="session")
 def real_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealModel]:
     """`evoforge serve-llm --model smollm2 --port 0` for the whole session; stopped (SIGTERM) at its end."""
@@ -76,7 +59,8 @@ def real_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealModel]:
                    "--port", "0", "--startup-timeout", str(_STARTUP_S)]
         proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True)
     try:
-        announced = _announced(proc, _STARTUP_S + 30)
+        assert proc.stdout is not None
+        announced = first_match(proc.stdout, _ANNOUNCED, _STARTUP_S + 30)
         if announced is None:
             pytest.fail(f"evoforge serve-llm did not serve SmolLM2 (exit {proc.poll()}):\n"
                         f"{log.read_text()[-3000:]}")

@@ -14,6 +14,7 @@ from evoforge.evaluators.task_model import TaskModule
 from evoforge.flows.cli import main
 from evoforge.infra.ace_format import parse_reflection
 from evoforge.infra.artifacts.playbook import parse_playbook
+from evoforge.infra.failure_reasons import INTERNAL, MALFORMED, NO_EDIT
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, FAILED
 from evoforge.stages.algorithms import algorithm_named
@@ -114,6 +115,11 @@ def test_a_malformed_reflection_fails_its_node_with_the_reason_and_the_run_goes_
     nodes = read_nodes(run_dir)
     broken = [n for n in nodes if n.status == FAILED and n.failed_stage == "reflector"]
     assert broken and all(n.error.startswith("reflector: unusable answer:") for n in broken)
+    assert all(n.reason in (NO_EDIT, MALFORMED) for n in broken)  # the answer's fault, never "internal"
+    assert INTERNAL not in read_status(run_dir)["failures_by_reason"]
+    log = (run_dir / "run.log").read_text()
+    assert all(f"reflector on {n.id}: unusable answer ({n.reason})" in log for n in broken)
+    assert "the answer begins:" in log
     assert sum(n.status == EVALUATED for n in nodes) == 10
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from evoforge.evaluators.task import builtin_task_names
 from evoforge.flows.cli import main
-from evoforge.flows.commands import EVALUATION_COUNTS, REJECTION_COUNTS, status_text
+from evoforge.flows.commands import EVALUATION_COUNTS, status_text
 from tests.helpers import read_status
 
 
@@ -75,9 +75,14 @@ def test_status_text_counts_are_the_json_counts(workspace, capsys):
     status = json.loads(capsys.readouterr().out)
     assert main(["status", str(run_dir)]) == 0
     text = capsys.readouterr().out
-    for label, key in EVALUATION_COUNTS + REJECTION_COUNTS:
+    for label, key in EVALUATION_COUNTS:
         shown = re.search(rf"(\d+) {label}\b", text)
         assert shown is not None and int(shown.group(1)) == status[key], label
+    failures = next(line for line in text.splitlines() if line.startswith("failures"))
+    for reason, count in status["failures_by_reason"].items():  # each bucket as status.json has it
+        shown = re.search(rf"(\d+) {re.escape(reason)}\b", failures)
+        assert shown is not None and int(shown.group(1)) == count, reason
+    assert sum(status["failures_by_reason"].values()) == status["nodes_failed"] + status["dropped_stale"]
     evaluated = sum(status[key] for _, key in EVALUATION_COUNTS)
     assert evaluated == status["evaluations"] == 8  # every evaluation is in exactly one count
 
@@ -85,14 +90,15 @@ def test_status_text_counts_are_the_json_counts(workspace, capsys):
 def test_status_text_shows_each_count_under_its_key():
     status = {"task": "t", "run_id": "r", "state": "finished", "backend": "offline", "model": "m",
               "evaluations": 40, "max_evals": 40, "nodes_evaluated": 7, "failed_evaluation": 0,
-              "failed_research": 1, "duplicates_rejected": 1, "dropped_stale": 2, "pruned": 28,
-              "rolled_back": 5, "failed_guard": 3, "failed_internal": 0, "best_score": 0.96,
-              "best_node": "n", "candidates_per_min": 57.4, "wall_s": 41.8, "tokens_in": 10,
-              "tokens_out": 5}
+              "nodes_failed": 6, "dropped_stale": 2, "pruned": 28, "rolled_back": 5,
+              "failures_by_reason": {"guard": 3, "no edit found": 2, "stale": 2, "duplicate": 1},
+              "best_score": 0.96, "best_node": "n", "candidates_per_min": 57.4, "wall_s": 41.8,
+              "tokens_in": 10, "tokens_out": 5}
     lines = status_text(status).splitlines()
     assert lines[2] == "evaluations   40 / 40  (7 accepted, 0 failed, 28 pruned, 5 rolled back)"
-    assert lines[3] == ("not evaluated 7  (1 unusable answer, 1 duplicate, 3 guard, 0 internal, "
-                        "2 stale)")
+    assert lines[3] == "not evaluated 8  (failed before an evaluation, rejected, or dropped as stale)"
+    assert lines[4] == "failures      8  (3 guard, 2 no edit found, 2 stale, 1 duplicate)"
+    assert "unusable answer" not in status_text(status)
 
 
 def test_an_unknown_run_name_is_one_line_exit_2(tmp_path, capsys):

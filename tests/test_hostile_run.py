@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from evoforge.evaluators.isolation import scratch_root
@@ -39,6 +39,7 @@ from tests.hostile_corpus import (
     require_isolation,
     verdict_problems,
 )
+from tests.json_handler import JsonHandler
 
 EVALUATOR = RUN_EVALUATOR
 RUN_KEY = SECRET + "-of-the-run"  # what the candidates hunt for is in it; their code holds only SECRET
@@ -67,17 +68,7 @@ class _HostileLLM(ThreadingHTTPServer):
         return f"Try this.\n```python\n{program}```\n"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        return None
-
-    def _send(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+class _Handler(JsonHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         self._send({"object": "list", "data": [{"id": "hostile", "object": "model"}]})

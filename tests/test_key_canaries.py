@@ -8,7 +8,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
 
@@ -17,6 +17,7 @@ from evoforge.flows.doctor import check_embedder, check_llm
 from evoforge.infra.config import CognitionConfig, ConfigError, LLMConfig, RunConfig
 from evoforge.infra.llm import keys
 from evoforge.infra.llm.factory import endpoint_backend, make_backend
+from tests.json_handler import JsonHandler
 
 MAIN, TASK, EMBED = "sk-canary-main-7f3a", "sk-canary-task-1c9e", "sk-canary-embed-4b2d"
 CANARIES = (MAIN, TASK, EMBED)
@@ -39,25 +40,14 @@ class Recorder(ThreadingHTTPServer):
         return {token for _, token in self.tokens}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server: Recorder
-
-    def log_message(self, *args: object) -> None:  # quiet
-        return None
 
     def _record(self) -> dict:
         token = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
         self.server.tokens.append((self.path, token))
         length = int(self.headers.get("Content-Length") or 0)
         return json.loads(self.rfile.read(length)) if length else {}
-
-    def _send(self, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:  # noqa: N802
         self._record()

@@ -26,7 +26,10 @@ def finished_run(tmp_path_factory):
     run_dir, workspace = root / "run", root / "ws"
     config = root / "c.yaml"  # 15 seeded priors compete with the lessons: show 8 items, not 5
     # every stage run a Prefect task run too (engine.task_runs: stages), so the UI shows the pipeline
-    config.write_text("cognition:\n  top_k: 8\n  min_similarity: 0.15\nengine:\n  task_runs: stages\n")
+    # every candidate analysed by the simulator, bound or not (analyze.by_value off): research=4 is 4
+    # LLM slots, which research and analysis share (stages/analysis_value.py is tested on its own)
+    config.write_text("cognition:\n  top_k: 8\n  min_similarity: 0.15\nengine:\n  task_runs: stages\n"
+                      "analyze:\n  by_value: false\n")
     with SimulatorProcess(SimConfig(median_s=0.05, sigma=0.3, slots=8, seed=5)) as sim:
         code = main(["run", "circle_packing", "--run-dir", str(run_dir), "--workspace", str(workspace),
                      "--config", str(config), "--llm-base-url", sim.base_url, "--max-evals", "40",

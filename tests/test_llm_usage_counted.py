@@ -38,9 +38,11 @@ def test_a_cut_off_answer_raises_with_the_servers_usage_and_is_charged() -> None
 
     with CutOffServer(usage=USAGE) as server:
         error = asyncio.run(ask())
-    assert (error.tokens_in, error.tokens_out) == USAGE
-    assert (spend.tokens_in, spend.tokens_out, spend.calls) == (*USAGE, 1)
-    assert spend.spent_usd == pytest.approx(_cost(*USAGE))
+        assert server.calls == 2  # cut off, asked once more with more room, cut off again
+    both = (2 * USAGE[0], 2 * USAGE[1])  # the two calls' usage
+    assert (error.tokens_in, error.tokens_out) == both
+    assert (spend.tokens_in, spend.tokens_out, spend.calls) == (*both, 2)
+    assert spend.spent_usd == pytest.approx(_cost(*both))
     assert spend.reserved_usd == 0.0  # no cap: nothing held; with one, the hold is released
 
 
@@ -58,7 +60,9 @@ def test_a_run_whose_answers_are_all_cut_off_records_exactly_the_servers_usage(t
     status, nodes = read_status(run_dir), read_nodes(run_dir)
     cut = [n for n in nodes if n.error and "cut off at max_tokens" in n.error]
     assert cut and served[0] >= len(cut)
-    assert all((n.tokens_in, n.tokens_out) == USAGE for n in cut if n.failed_stage == "research")
+    # each cut-off research call was asked once more: its node holds both calls' usage
+    assert all((n.tokens_in, n.tokens_out) == (2 * USAGE[0], 2 * USAGE[1])
+               for n in cut if n.failed_stage == "research")
     assert (status["tokens_in"], status["tokens_out"]) == (sum(n.tokens_in for n in nodes),
                                                            sum(n.tokens_out for n in nodes))
     spending = status["spending"]

@@ -81,7 +81,8 @@ def _task(tmp_path: Path, yaml: str, playbook: str = PARENT) -> Path:
 def test_a_playbook_task_loads_with_its_kind_and_is_scored_by_a_task_model(tmp_path: Path) -> None:
     task = load_task(_task(tmp_path, "kind: playbook\nplaybook: playbook.md\n"))
     assert (task.kind, task.program_name, task.uses_task_model) == ("playbook", "playbook.md", True)
-    assert task.artifact.show(task.initial_code).startswith("## Current program\n```playbook\n## CONVERSIONS")
+    shown = task.artifact.show(task.initial_code)
+    assert shown.startswith("## Current playbook\n```playbook\n## CONVERSIONS")
 
 
 @pytest.mark.parametrize(("yaml", "playbook", "message"), [

@@ -19,7 +19,7 @@ import pytest
 from evoforge.infra.llamacpp_server import LLAMA_CPP, is_gguf, resolve_gguf
 from evoforge.infra.llm_server import LaunchError, LaunchSpec, LLMServer, shown_command
 from evoforge.infra.vllm_server import VLLM, VLLM_MODULE
-from tests.helpers import REPO
+from tests.helpers import REPO, first_match
 
 STAND_IN = '''#!{python}
 """Plays `python -m vllm.entrypoints.openai.api_server`: serves /v1/models for --model on --port."""
@@ -98,20 +98,9 @@ def _serve_llm(*args: str) -> subprocess.Popen[str]:
 
 
 def _read_until(stream, pattern: str, timeout: float = 60.0) -> re.Match[str]:
-    found: list[re.Match[str]] = []
-
-    def scan() -> None:
-        for line in stream:
-            match = re.search(pattern, line)
-            if match:
-                found.append(match)
-                return
-
-    reader = threading.Thread(target=scan, daemon=True)
-    reader.start()
-    reader.join(timeout)
+    found = first_match(stream, pattern, timeout)
     assert found, f"no line matching {pattern!r} within {timeout} s"
-    return found[0]
+    return found
 
 
 def test_serve_llm_prints_the_url_serves_and_stops_on_ctrl_c(stand_in, tmp_path):

@@ -5,10 +5,8 @@ notice, and `evoforge doctor` says the same as the run: one function decides for
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,9 +17,8 @@ from evoforge.evaluators.isolation import Availability
 from evoforge.evaluators.isolation_notice import isolation_verdict, unisolated_key_refusal
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.keys import key_env_names, keys_in_reach
-from tests.unprivileged import ensure_user, make_home, run_as_user, user_env
+from tests.unprivileged import fresh_user_home, run_as_user, user_env, value_task
 
-_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 CANARY = "sk-unisolated-canary-93c1d7"
 ANALYZE_CANARY = "sk-analyze-canary-55e0a2"
 NONE = Availability(False, "unprivileged user namespaces are disabled", "none",
@@ -87,23 +84,8 @@ def test_candidates_on_a_remote_dask_cluster_are_not_this_hosts_to_isolate(no_is
 @pytest.fixture
 def home() -> Iterator[Path]:
     """The test user's home, with a one-file task (these tests make a user: root only, as in CI)."""
-    if os.geteuid() != 0:
-        if _CI:
-            pytest.fail("the unprivileged tests create a user: run them as root, as CI does")
-        pytest.skip("the unprivileged tests create a user: run them as root")
-    folder = make_home(ensure_user())
-    task = folder / "task"
-    task.mkdir()
-    (task / "evaluator.py").write_text(textwrap.dedent("""
-        import importlib.util
-        def evaluate(program_path):
-            spec = importlib.util.spec_from_file_location("p", program_path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return {"combined_score": float(module.value())}
-    """))
-    (task / "initial_program.py").write_text(
-        "# EVOLVE-BLOCK-START\ndef value():\n    return 1.5\n# EVOLVE-BLOCK-END\n")
+    folder = fresh_user_home()
+    value_task(folder)
     yield folder
     shutil.rmtree(folder, ignore_errors=True)
 

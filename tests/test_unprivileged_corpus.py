@@ -25,19 +25,13 @@ from evoforge.evaluators.isolation import availability
 from evoforge.evaluators.isolation_notice import isolation_notices
 from tests.helpers import read_nodes
 from tests.hostile_corpus import CORPUS
-from tests.unprivileged import REPO, ensure_user, make_home, python, run_as_user, user_env
-
-_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+from tests.unprivileged import REPO, ensure_user, fresh_user_home, python, run_as_user, user_env, value_task
 
 
 @pytest.fixture
 def home() -> Iterator[Path]:
     """The test user's home for one test (these tests make a user: root only, as in CI)."""
-    if os.geteuid() != 0:
-        if _CI:
-            pytest.fail("the unprivileged tests create a user: run them as root, as CI does")
-        pytest.skip("the unprivileged tests create a user: run them as root")
-    folder = make_home(ensure_user())
+    folder = fresh_user_home()
     yield folder
     shutil.rmtree(folder, ignore_errors=True)  # the user's runs' files, pytest's own aside
 
@@ -126,18 +120,7 @@ def test_the_task_model_link_works_inside_the_namespaces(home: Path) -> None:
 
 
 def test_a_run_where_user_namespaces_are_forbidden_says_so_in_one_line(home: Path) -> None:
-    task = home / "task"
-    task.mkdir()
-    (task / "evaluator.py").write_text(textwrap.dedent("""
-        import importlib.util
-        def evaluate(program_path):
-            spec = importlib.util.spec_from_file_location("p", program_path)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            return {"combined_score": float(module.value())}
-    """))
-    (task / "initial_program.py").write_text(
-        "# EVOLVE-BLOCK-START\ndef value():\n    return 1.5\n# EVOLVE-BLOCK-END\n")
+    task = value_task(home)
     workspace = home / "ws"
     (home / "config.yaml").write_text("cognition: {enabled: false}\n")
     done = run_as_user([sys.executable, "-m", "evoforge.flows.cli", "run", str(task), "--workspace",

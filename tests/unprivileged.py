@@ -40,6 +40,37 @@ def ensure_user() -> pwd.struct_passwd:
     return pwd.getpwnam(USER)
 
 
+def fresh_user_home() -> Path:
+    """A fresh home of the test user; a test that needs one fails in CI (root) and skips elsewhere."""
+    if os.geteuid() != 0:
+        import pytest  # only the tests reach here
+
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("the unprivileged tests create a user: run them as root, as CI does")
+        pytest.skip("the unprivileged tests create a user: run them as root")
+    return make_home(ensure_user())
+
+
+VALUE_EVALUATOR = """
+import importlib.util
+def evaluate(program_path):
+    spec = importlib.util.spec_from_file_location("p", program_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {result}
+"""
+
+
+def value_task(folder: Path, program: str = "def value():\n    return 1.5\n",
+               result: str = '{"combined_score": float(module.value())}') -> Path:
+    """A one-file task in ``folder``/task: `program` in an EVOLVE block, scored by ``result``."""
+    task = folder / "task"
+    task.mkdir()
+    (task / "evaluator.py").write_text(VALUE_EVALUATOR.format(result=result))
+    (task / "initial_program.py").write_text(f"# EVOLVE-BLOCK-START\n{program}# EVOLVE-BLOCK-END\n")
+    return task
+
+
 def make_home(user: pwd.struct_passwd) -> Path:
     """A fresh folder of ``user``'s in the temp folder (enterable by everyone: not covered)."""
     home = Path(tempfile.mkdtemp(prefix=f"{user.pw_name}-home-", dir="/tmp"))

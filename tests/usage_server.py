@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.json_handler import JsonHandler
 
 
 class CutOffServer:
@@ -47,17 +48,7 @@ class CutOffServer:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                return None
-
-            def _send(self, body: dict[str, Any]) -> None:
-                raw = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+        class Handler(JsonHandler):
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 self._send({"object": "list", "data": [{"id": owner.model, "object": "model"}]})

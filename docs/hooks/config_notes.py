@@ -13,11 +13,13 @@ NOTES = {
     "workspace": "run folders, mlflow.db, cognition/",
     "llm.base_url": "an OpenAI-compatible server (--llm-base-url); null: the offline proposer (no LLM)",
     "llm.model": "null: the server's first model (--llm-model)",
-    "llm.timeout_s": "caps a whole LLM request, answer included",
+    "llm.timeout_s": "the least a whole LLM request is waited for; once the endpoint's pace is "
+                     "measured, 3x its predicted seconds when that is longer",
     "llm.max_retries": "on 429 / 5xx / timeouts / connection errors",
     "llm.backoff_s": "first retry delay, doubled each time, jittered (at most 60 s)",
     "llm.temperature": "sampling temperature of the proposer's calls",
-    "llm.max_tokens": "an answer cut off at this length fails its node",
+    "llm.max_tokens": "answer length; lowered to what the context window leaves; a cut-off answer is "
+                      "asked once more with twice the room, cut off again it fails its node",
     "llm.answer_format": "diff (SEARCH/REPLACE) | rewrite (the whole block) | mixed",
     "llm.diff_fraction": "share of diff prompts in mixed mode",
     "budget.max_evals": "evaluations in the run folder, resumed ones included (--max-evals)",

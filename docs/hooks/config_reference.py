@@ -25,6 +25,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic_core import PydanticUndefined
 
 from evoforge.infra import config as config_module
+from evoforge.infra import config_llm as config_llm_module
 from evoforge.infra.config import EndpointConfig, ModelPrice, RunConfig
 
 COMMENT_COLUMN = 34  # where the default file's comments start, as in a hand-written config
@@ -49,10 +50,18 @@ class Key:
 
 @functools.cache
 def field_comments() -> dict[str, dict[str, str]]:
-    """The comment of each field of each model in infra/config.py: {class: {field: text}}.
+    """The comment of each field of each model in infra/config.py (and config_llm.py, its LLM
+    sections): {class: {field: text}}.
 
     A field's comment is the comment lines right above it and the comments on its own lines."""
-    source = inspect.getsource(config_module)
+    out: dict[str, dict[str, str]] = {}
+    for module in (config_module, config_llm_module):
+        out.update(_comments_in(inspect.getsource(module)))
+    return out
+
+
+def _comments_in(source: str) -> dict[str, dict[str, str]]:
+    """field_comments() of one module's source."""
     by_line: dict[int, str] = {}
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type == tokenize.COMMENT:

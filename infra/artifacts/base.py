@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from evoforge.infra.prompt_format import search_replace_example
+
 
 @dataclass(frozen=True)
 class Applied:
@@ -30,6 +32,9 @@ class ArtifactKind(ABC):
 
     name: ClassVar[str]
     about: ClassVar[str]  # one line for `evoforge kinds` and the docs
+    noun: ClassVar[str] = "program"  # what every prompt calls the artifact ("prompt", "playbook", ...)
+    expert: ClassVar[str] = "an expert researcher and engineer"  # who the system message addresses
+    evolvable_part: ClassVar[str] = ""  # what `evolvable` shows, when not all of it ("its EVOLVE block")
 
     def __init__(self, *, language: str = "python", program_name: str = "",
                  files: tuple[str, ...] = ()) -> None:
@@ -42,6 +47,51 @@ class ArtifactKind(ABC):
     def answer_rules(self) -> str:
         """What the prompt adds to its answer-format instructions for this kind ('' for none)."""
         return ""
+
+    def fence(self) -> str:
+        """The fence language the prompts show the artifact (and its inspirations) in."""
+        return self.language
+
+    def frozen_rule(self) -> str:
+        """The sentence saying which part of the artifact is fixed ('' when all of it may change)."""
+        return ""
+
+    def system_rules(self) -> str:
+        """The system message of the prompts that change the artifact (research, reflect, debug)."""
+        article = "an" if self.noun[:1] in "aeiou" else "a"
+        role = f"You are {self.expert} improving {article} {self.noun} through careful, testable changes."
+        return " ".join(filter(None, [role, self.frozen_rule()]))
+
+    def inspiration_header(self) -> str:
+        """The heading over the other evaluated artifacts a research prompt shows."""
+        return f"## Inspirations (other evaluated {self.noun}s)"
+
+    def diff_form(self) -> str:
+        """The diff answer form, as the `- diff:` item of the prompts' answer rules states it."""
+        return (f"one or more SEARCH/REPLACE blocks. Each SEARCH part must match the current "
+                f"{self.noun}\n  exactly (whitespace included) and appear in it once:\n\n"
+                + search_replace_example(self.noun))
+
+    def rewrite_form(self) -> str:
+        """The rewrite answer form, as the `- rewrite:` item of the prompts' answer rules states it."""
+        return f"the complete new {self.noun} in one ```{self.fence()} fenced block."
+
+    def answer_forms(self) -> str:
+        """The `## How to answer` section: both answer forms (the prompt's last line names one)."""
+        return (f"## How to answer\nStart with one or two sentences of motivation: what you change and "
+                f"why it should help. Then give\nthe change in the answer format named on the last line "
+                f"of this message:\n\n- diff: {self.diff_form()}\n- rewrite: {self.rewrite_form()}\n")
+
+    def edit_rules(self) -> str:
+        """How to answer with an edit of the artifact shown (a reflection's patch, a repair)."""
+        return (f"Start with one or two sentences of motivation: what you change and why it should "
+                f"help.\nThen give {self.diff_form()}")
+
+    def format_reminder(self, form: str) -> str:
+        """The reminder after the answer format the prompt's last line names (`diff`, `rewrite`)."""
+        if form == "diff":
+            return "SEARCH/REPLACE blocks, as described above"
+        return f"the complete {self.noun} in one fenced block, as described above"
 
     @abstractmethod
     def apply(self, parent: str, answer: str) -> Applied:

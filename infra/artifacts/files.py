@@ -31,7 +31,8 @@ from evoforge.infra.edits import (
     parse_answer,
 )
 from evoforge.infra.evolve_block import EditError, has_markers, split_program
-from evoforge.infra.prompt_format import render_program_section
+from evoforge.infra.failure_reasons import EMPTY, FROZEN, MALFORMED
+from evoforge.infra.prompt_format import render_program_section, search_replace_example
 
 
 class Files(ArtifactKind):
@@ -40,11 +41,38 @@ class Files(ArtifactKind):
     name = "files"
     about = "several files of a project folder; the evaluator gets the whole folder"
 
+    noun = "project"
+    evolvable_part = "the evolvable part of each file"
+
     def show(self, artifact: str) -> str:
-        return render_program_section(artifact, "text")
+        return render_program_section(artifact, "text", self.noun)
+
+    def fence(self) -> str:
+        return "text"
+
+    def frozen_rule(self) -> str:
+        return ("In a file with EVOLVE-BLOCK-START and EVOLVE-BLOCK-END markers only the region "
+                "between them may change; everything outside it must stay byte-for-byte the same.")
+
+    def inspiration_header(self) -> str:
+        return "## Inspirations (other evaluated projects: the evolvable part of each file)"
+
+    def diff_form(self) -> str:
+        return (f"under a `{FILE_LINE}<path>` line for each file you change, one or more "
+                f"SEARCH/REPLACE blocks.\n  Each SEARCH part must match that file exactly (whitespace "
+                f"included) and appear in it once:\n\n" + search_replace_example("file"))
+
+    def rewrite_form(self) -> str:
+        return (f"under a `{FILE_LINE}<path>` line for each file you change, its complete new text "
+                f"in one fenced block\n  (for a file with EVOLVE markers, its EVOLVE block).")
+
+    def format_reminder(self, form: str) -> str:
+        if form == "diff":
+            return f"SEARCH/REPLACE blocks under `{FILE_LINE}<path>` lines, as described above"
+        return f"each changed file in one fenced block under its `{FILE_LINE}<path>` line, as described above"
 
     def answer_rules(self) -> str:
-        return (f"The program is a project of several files, each shown after a `{FILE_LINE}<path>` "
+        return (f"The project is several files, each shown after a `{FILE_LINE}<path>` "
                 f"line. Put the edits of each file you change under that line: SEARCH/REPLACE "
                 f"blocks edit that file; one fenced block replaces its whole text (for a file with "
                 f"EVOLVE markers, its EVOLVE block). Files you do not name stay as they are; only "
@@ -66,10 +94,10 @@ class Files(ArtifactKind):
                 continue
             if name not in files:
                 raise EditError(f"the answer edits '{name}', which is not an evolvable file of the task "
-                                f"(files: {', '.join(files)})")
+                                f"(files: {', '.join(files)})", FROZEN)
             changed[name] = _apply_one(name, changed[name], parsed)
         if changed == files:
-            raise EditError("the answer does not change any file")
+            raise EditError("the answer does not change any file", EMPTY)
         return Applied(pack(changed), motivation)
 
     def evolvable(self, artifact: str) -> str:
@@ -138,9 +166,10 @@ def _parsed(name: str | None, text: str) -> ParsedAnswer:
         parsed = parse_answer(text)
     except EditError as exc:
         where = f"under '{FILE_LINE}{name}'" if name else "before the first file line"
-        raise EditError(f"{where}: {exc}") from None
+        raise EditError(f"{where}: {exc}", exc.reason) from None
     if name is None and parsed.kind != KIND_DIFF:
-        raise EditError(f"a fenced file must follow a '{FILE_LINE}<path>' line naming the file it replaces")
+        raise EditError(f"a fenced file must follow a '{FILE_LINE}<path>' line naming the file it replaces",
+                        MALFORMED)
     return parsed
 
 
@@ -158,13 +187,13 @@ def _file_matching(files: dict[str, str], block: SearchReplace) -> str:
     first = next((ln.strip() for ln in block.search.splitlines() if ln.strip()), "")[:60]
     if not fits:
         raise EditError(f"SEARCH text {first!r} is in no file of the project (name the file with a "
-                        f"'{FILE_LINE}<path>' line)")
+                        f"'{FILE_LINE}<path>' line)", MALFORMED)
     raise EditError(f"SEARCH text {first!r} is in several files ({', '.join(fits)}); name the file with "
-                    f"a '{FILE_LINE}<path>' line")
+                    f"a '{FILE_LINE}<path>' line", MALFORMED)
 
 
 def _apply_one(name: str, text: str, parsed: ParsedAnswer) -> str:
     try:
         return apply_answer(text, parsed, language="python" if name.endswith(".py") else "text")
     except EditError as exc:
-        raise EditError(f"{name}: {exc}") from None
+        raise EditError(f"{name}: {exc}", exc.reason) from None

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from evoforge.infra.artifacts.base import Applied, OneFile
 from evoforge.infra.edits import parse_answer
 from evoforge.infra.evolve_block import EditError
+from evoforge.infra.failure_reasons import EMPTY, MALFORMED
 from evoforge.infra.prompt_format import render_program_section
 
 PLAYBOOK_FENCE = "playbook"  # the fence language of a playbook in a prompt
@@ -90,29 +91,42 @@ class Playbook(OneFile):
     name = "playbook"
     about = "ACE's itemised context (bullets with ids and counters), changed only by delta operations"
 
-    def show(self, artifact: str) -> str:
-        return render_program_section(artifact, PLAYBOOK_FENCE)
+    noun = "playbook"
+    expert = "an expert at curating an assistant's context"
 
-    def answer_rules(self) -> str:
-        return ('The program here is a playbook: sections of bullets `[id] helpful=n harmful=n :: text`. '
-                'It changes only by delta operations, whatever the answer format below says: after the '
-                'motivation give one ```json block {"operations": [...]} with, in order, '
+    def show(self, artifact: str) -> str:
+        return render_program_section(artifact, PLAYBOOK_FENCE, self.noun)
+
+    def fence(self) -> str:
+        return PLAYBOOK_FENCE
+
+    def answer_forms(self) -> str:
+        return f"## How to answer\n{self.edit_rules()}\n"
+
+    def edit_rules(self) -> str:
+        return ("Start with one or two sentences of motivation: what you change and why it should help. "
+                "The playbook is sections of bullets `[id] helpful=n harmful=n :: text`; it changes only "
+                "by delta operations, whatever the answer format named last says: after the motivation "
+                'give one ```json block {"operations": [...]} with, in order, '
                 '{"type": "ADD", "section": "NAME", "content": "..."}, {"type": "UPDATE", "id": "...", '
                 '"content": "..."}, {"type": "REMOVE", "id": "..."} or {"type": "TAG", "id": "...", '
                 '"tag": "helpful" | "harmful"}. Do not rewrite the playbook.')
+
+    def format_reminder(self, form: str) -> str:
+        return "delta operations in one ```json block, as described above"
 
     def apply(self, parent: str, answer: str) -> Applied:
         parsed = parse_answer(answer)  # the motivation, and the fenced block
         if parsed.code is None:
             raise EditError('a playbook changes only by delta operations: give a ```json block with '
-                            '{"operations": [...]}, not SEARCH/REPLACE blocks')
+                            '{"operations": [...]}, not SEARCH/REPLACE blocks', MALFORMED)
         operations = _operations(parsed.code)
         sections = parse_playbook(parent)
         for number, op in enumerate(operations, start=1):
             _apply(sections, op, number)
         code = render_playbook(sections)
         if code == render_playbook(parse_playbook(parent)):
-            raise EditError("the delta operations do not change the playbook")
+            raise EditError("the delta operations do not change the playbook", EMPTY)
         return Applied(code, parsed.motivation)
 
     def merge(self, ancestor: str, ours: str, theirs: str) -> str | None:
@@ -145,10 +159,11 @@ def _operations(block: str) -> list[dict]:
         data = json.loads(block)
     except json.JSONDecodeError as exc:
         raise EditError(f"a playbook changes only by delta operations; the fenced block is not JSON "
-                        f"({exc.msg} at line {exc.lineno})") from None
+                        f"({exc.msg} at line {exc.lineno})", MALFORMED) from None
     ops = data.get("operations") if isinstance(data, dict) else data
     if not isinstance(ops, list) or not ops or not all(isinstance(op, dict) for op in ops):
-        raise EditError('the JSON block must be {"operations": [...]} with at least one operation object')
+        raise EditError('the JSON block must be {"operations": [...]} with at least one operation object',
+                        MALFORMED)
     return ops
 
 
@@ -156,11 +171,11 @@ def _apply(sections: dict[str, list[Bullet]], op: dict, number: int) -> None:
     kind = str(op.get("type", "")).upper()
     where = f"delta operation {number} ({kind or 'no type'})"
     if kind not in OPERATIONS:
-        raise EditError(f"{where}: type must be one of {', '.join(OPERATIONS)}")
+        raise EditError(f"{where}: type must be one of {', '.join(OPERATIONS)}", MALFORMED)
     if kind == "ADD":
         section, content = op.get("section"), _content(op, where)
         if not isinstance(section, str) or not section.strip():
-            raise EditError(f"{where}: 'section' must name the section to add to")
+            raise EditError(f"{where}: 'section' must name the section to add to", MALFORMED)
         bullets = sections.setdefault(section.strip(), [])
         if any(b.content == content for b in bullets):
             return  # already there: the merge keeps one
@@ -169,7 +184,7 @@ def _apply(sections: dict[str, list[Bullet]], op: dict, number: int) -> None:
     bullet_id = op.get("id")
     found = next(((bullets, b) for bullets in sections.values() for b in bullets if b.id == bullet_id), None)
     if found is None:
-        raise EditError(f"{where} names bullet '{bullet_id}', which the playbook does not have")
+        raise EditError(f"{where} names bullet '{bullet_id}', which the playbook does not have", MALFORMED)
     bullets, bullet = found
     if kind == "UPDATE":
         bullet.content = _content(op, where)
@@ -178,14 +193,14 @@ def _apply(sections: dict[str, list[Bullet]], op: dict, number: int) -> None:
     else:
         tag = op.get("tag")
         if tag not in ("helpful", "harmful"):
-            raise EditError(f"{where}: 'tag' must be helpful or harmful, got {tag!r}")
+            raise EditError(f"{where}: 'tag' must be helpful or harmful, got {tag!r}", MALFORMED)
         setattr(bullet, tag, getattr(bullet, tag) + 1)
 
 
 def _content(op: dict, where: str) -> str:
     content = op.get("content")
     if not isinstance(content, str) or not content.strip():
-        raise EditError(f"{where}: 'content' must be the bullet's text")
+        raise EditError(f"{where}: 'content' must be the bullet's text", MALFORMED)
     return " ".join(content.split())
 
 

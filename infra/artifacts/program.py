@@ -24,8 +24,21 @@ class Program(ArtifactKind):
     name = "program"
     about = "one source file; its EVOLVE block evolves (OpenEvolve's format, any language)"
 
+    evolvable_part = "its EVOLVE block"
+
     def show(self, artifact: str) -> str:
         return render_program_section(artifact, self.language)
+
+    def frozen_rule(self) -> str:
+        return ("Only the region between EVOLVE-BLOCK-START and EVOLVE-BLOCK-END may change; "
+                "everything outside it is fixed and must stay byte-for-byte the same.")
+
+    def inspiration_header(self) -> str:
+        return "## Inspirations (EVOLVE blocks of other evaluated programs)"
+
+    def rewrite_form(self) -> str:
+        return (f"the complete new program in one ```{self.language} fenced block, keeping the EVOLVE "
+                f"markers\n  and everything outside the EVOLVE block unchanged.")
 
     def apply(self, parent: str, answer: str) -> Applied:
         parsed = parse_answer(answer)

@@ -27,12 +27,21 @@ class Text(OneFile):
     name = "text"
     about = "a prompt or instruction file, scored by running it with a task model on cases"
 
+    noun = "prompt"
+    expert = "an expert prompt engineer"
+
     def show(self, artifact: str) -> str:
-        return render_program_section(artifact, TEXT_FENCE)
+        return render_program_section(artifact, TEXT_FENCE, self.noun)
+
+    def fence(self) -> str:
+        return TEXT_FENCE
+
+    def rewrite_form(self) -> str:
+        return "the complete new prompt in one ```text fenced block (plain text, not code)."
 
     def answer_rules(self) -> str:
-        return ("The program here is a prompt (plain text given to a task model), not code: change "
-                "its wording and instructions; the SEARCH part of a block matches whole lines of it.")
+        return ("The prompt here is plain text given to a task model, not code: change its wording "
+                "and instructions; the SEARCH part of a block matches whole lines of it.")
 
     def apply(self, parent: str, answer: str) -> Applied:
         parsed = parse_answer(answer)

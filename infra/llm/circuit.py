@@ -4,9 +4,15 @@ failing node after node, and asks again every few seconds until it answers or th
 A circuit is **closed** while the endpoint answers. It **opens** after `failures` failed attempts
 in a row (429, 5xx, timeouts, refused connections), or when a call has spent its retries and no
 request sent since its first failure was answered. While open, calls wait before sending
-anything, and a prober sends a tiny chat request every `probe_s` (**half-open** while it is out):
+anything, and a prober sends a cheap GET every `probe_s` (**half-open** while it is out; the
+backend's probe: `/v1/models`, else `/health`, which never queue behind generation):
 an answer closes the circuit and the waiting calls go on; an outage longer than `give_up_s` ends
 every waiting call with `LLMOutage`, which stops the run (resumable) instead of failing a node.
+
+Busy is not down: when the failures are timeouts, the circuit probes before it opens. A server that
+answers the probe but not the chat calls in time is **busy** (`busy`, status.json's `llm_state`):
+the circuit stays closed, the calls that timed out fail with reason `timeout`, and the run goes on;
+the next answered call ends the busy spell. Only a refused, hung or failing probe opens it.
 `Breakers` sees a run's circuits together: the run is paused while every one of them is open.
 
 >>> import asyncio
@@ -86,6 +92,7 @@ class Circuit:
         self.down_s = 0.0  # seconds open, over the outages that ended
         self.last_error = ""
         self.gave_up = False
+        self.busy = False  # the endpoint answers its probe but not the chat calls in time
         self._probe, self._clock = probe, clock
         self._streak = 0  # failed attempts since the last answer
         self._opened_at = 0.0
@@ -93,23 +100,59 @@ class Circuit:
         self._changed = _Signal()
         self._listeners: list[Callable[[], None]] = []
         self._prober: asyncio.Task[None] | None = None
+        self._checker: asyncio.Task[None] | None = None
 
     # --- what the calls report ---------------------------------------------------------------
     def answered(self, sent_at: float) -> None:
         """A request sent at `sent_at` (this circuit's clock) got an answer, good or bad."""
         self._answered_sent_at = max(self._answered_sent_at, sent_at)
         self._streak = 0
+        self.busy = False
         if self.state != CLOSED and sent_at >= self._opened_at:  # sent while open: the probe
             self._close()
         self._changed.notify()
 
-    def failure(self, reason: str) -> None:
-        """An attempt got no answer (`reason`: why); `failures` of them in a row open the circuit."""
+    def failure(self, reason: str, timed_out: bool = False) -> None:
+        """An attempt got no answer (`reason`: why); `failures` of them in a row open the circuit,
+        or, when they are timeouts (`timed_out`), have it probe first: busy or down."""
         self.last_error = reason
         self._streak += 1
         if self.state == CLOSED and self._streak >= self.failures:
-            self._open(f"{self._streak} failed attempts in a row")
+            if not timed_out:
+                self._open(f"{self._streak} failed attempts in a row")
+            elif self._checker is None or self._checker.done():
+                self._checker = asyncio.get_running_loop().create_task(self._busy_or_down(reason))
         self._changed.notify()
+
+    async def down_or_busy(self, reason: str, timed_out: bool) -> bool:
+        """A call spent its retries and nobody got an answer meanwhile: True when the endpoint is
+        down (the circuit opens), False when its attempts timed out but it answers its probe (busy)."""
+        if timed_out and await self._answers_probe(reason):
+            return False
+        self.trip(reason)
+        return True
+
+    async def _busy_or_down(self, reason: str) -> None:
+        """Timeouts in a row: busy when the probe answers, else open the circuit."""
+        if not await self._answers_probe(reason) and self.state == CLOSED:
+            self._open(f"{self._streak} timed-out attempts in a row and no answer to the probe")
+
+    async def _answers_probe(self, reason: str) -> bool:
+        """Probe now: True (and busy) when the endpoint answers it."""
+        try:
+            error = await self._probe()
+        except Exception as exc:  # noqa: BLE001 - a probe that raised counts as unanswered
+            log.exception("probe of LLM endpoint %s raised", self.name)
+            error = f"the probe raised {type(exc).__name__}"
+        if error is not None:
+            self.last_error = f"{reason}; probe: {error}"
+            return False
+        if not self.busy:
+            log.warning("LLM endpoint %s is busy, not down: it answers its probe but its calls time "
+                        "out (%s)", self.name, reason)
+        self.busy, self.last_error = True, reason
+        self._tell()
+        return True
 
     def trip(self, reason: str) -> None:
         """Open the circuit now: a call spent its retries and nobody got an answer meanwhile."""
@@ -201,11 +244,12 @@ class Circuit:
 
     async def close(self) -> None:
         """Stop probing (the run is over)."""
-        if self._prober is not None and not self._prober.done():
-            self._prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._prober
-        self._prober = None
+        for task in (self._prober, self._checker):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._prober = self._checker = None
 
     def outage_s(self) -> float:
         """Seconds the current outage has lasted (0 while closed)."""
@@ -253,13 +297,16 @@ class Breakers:
         return self._paused_s + ongoing
 
     def gauges(self) -> dict[str, Any]:
-        """What status.json shows: the circuit state(s), pauses, seconds paused, the last error."""
+        """What status.json shows: the circuit state(s), `llm_state` (up, busy: answers its probe
+        but not the calls in time, down: paused), pauses, seconds paused, the last error."""
         if not self.circuits:
             return {}
         states = [c.state for c in self.circuits]
         state = states[0] if len(set(states)) == 1 else \
             f"{sum(s != CLOSED for s in states)} of {len(states)} open"
-        return {"llm_circuit": state, "llm_paused": self.paused, "llm_pauses": self.pauses,
+        llm_state = "down" if self.paused else "busy" if any(c.busy for c in self.circuits) else "up"
+        return {"llm_circuit": state, "llm_state": llm_state, "llm_paused": self.paused,
+                "llm_pauses": self.pauses,
                 "llm_paused_s": round(self.paused_s(), 3),
                 "llm_circuit_opened": sum(c.opened for c in self.circuits),
                 "llm_probes": sum(c.probes for c in self.circuits),

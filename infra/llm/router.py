@@ -6,7 +6,9 @@ candidate that improves on its parent (a Beta posterior over the commit's feedba
 failed outright counting as misses) divided by its mean cost per answered call (USD from the
 price table when it names every model, else tokens), with a share `explore` of the calls routed
 uniformly at random so that no model is starved of evidence. Endpoints serving the same model
-are one arm; within an arm the call goes to an endpoint by weight.
+are one arm; within an arm the call goes to an endpoint by weight. A router's `context_window` is
+the smallest of its endpoints' (a prompt that fits it fits any of them); each call is fitted to
+the window of the endpoint it goes to.
 """
 
 from __future__ import annotations
@@ -117,6 +119,16 @@ class Router:
         endpoints = usable(arm)
         return arm, self._rng.choices([b for b, _ in endpoints], [w for _, w in endpoints])[0]
 
+    @property
+    def context_window(self) -> int | None:
+        """The smallest context window of the endpoints that know theirs (None: none does)."""
+        windows = [b.context_window for b, _ in self._endpoints if b.context_window is not None]
+        return min(windows) if windows else None
+
+    def count_tokens(self, messages: list[dict[str, str]]) -> int:
+        """The prompt's tokens as the endpoints count them: the largest of their counts."""
+        return max(backend.count_tokens(messages) for backend, _ in self._endpoints)
+
     def circuits(self) -> list[Circuit]:
         """Every endpoint's circuit breaker (one per endpoint: one down endpoint pauses nothing)."""
         return [backend.circuit for backend, _ in self._endpoints]
@@ -151,7 +163,8 @@ class Router:
                 continue  # its circuit opened under the call: pick again among those that answer
             except LLMError as exc:  # its node names the model, so the commit reports it as a miss
                 raise LLMError(f"{arm.model} at {backend.base_url}: {exc}", model=arm.model,
-                               tokens_in=exc.tokens_in, tokens_out=exc.tokens_out) from None
+                               tokens_in=exc.tokens_in, tokens_out=exc.tokens_out,
+                               reason=exc.reason) from None
         arm.answered += 1
         arm.cost += self._cost(arm.model, completion)
         # the configured name, not the server's (a hosted API answers with a dated variant)

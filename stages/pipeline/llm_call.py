@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from evoforge.infra.llm.scheduler import QUERY, asking
 from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
 from evoforge.infra.llm_traces import note_call
 from evoforge.infra.nodes import Node
@@ -13,15 +14,19 @@ from evoforge.stages.pipeline.context import StageContext
 
 
 async def ask_llm(ctx: StageContext, node: Node, messages: list[dict[str, str]],
-                  llm: LLMBackend | None = None) -> Completion:
+                  llm: LLMBackend | None = None, priority: int = QUERY,
+                  rank: tuple[float, ...] = (), keep: int | None = None) -> Completion:
     """The answer of the run's LLM (or of `llm`) to `messages`, its seconds and tokens added to
     `node`; a failed call adds the seconds and tokens it took and raises its LLMError for the stage
-    to record."""
+    to record. The call waits for a slot of the run's scheduler at `priority` (infra/llm/scheduler.py:
+    PROPOSE first, QUERY last), `rank` orders it within its priority and `keep` makes it refusable
+    (SlotRefused: the time it waited is not charged to `node`)."""
     llm = llm or ctx.llm
     started_at, start = time.time(), time.perf_counter()
     try:
-        completion = await llm.complete(messages, temperature=ctx.config.llm.temperature,
-                                        max_tokens=ctx.config.llm.max_tokens)
+        with asking(priority, rank, keep):
+            completion = await llm.complete(messages, temperature=ctx.config.llm.temperature,
+                                            max_tokens=ctx.config.llm.max_tokens)
     except LLMError as exc:
         node.llm_s += time.perf_counter() - start
         node.tokens_in += exc.tokens_in  # the server's usage of an answer cut off or unusable

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evoforge.evaluators.task import Task
+from evoforge.infra.failure_reasons import DUPLICATE
 from evoforge.infra.nodes import EVALUATED, FAILED, REJECTED, ROLLED_BACK, Node
 from evoforge.stages.population.pool import normalized_code_hash
 from evoforge.stages.tuning.param_space import ParamSpace, SpaceError, parse_space
@@ -173,6 +174,7 @@ def serve_repeat(node: Node, record: Recorded) -> Node:
     rejected, `repeat_of` naming the node whose evaluation it repeats, the result in its error
     and in `artifacts["repeated_result"]`; no score, so nothing ranks or counts it twice."""
     node.status, node.failed_stage, node.repeat_of = REJECTED, "engineer", record.node_id
+    node.reason = DUPLICATE
     node.error = (f"repeat of node {record.node_id} ({record.summary()}): served from that "
                   "evaluation, not evaluated again")
     node.artifacts["repeated_result"] = json.dumps(

@@ -2,10 +2,34 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from evoforge.infra import failure_reasons as why
 from evoforge.infra.nodes import Node, Status
+from evoforge.stages.analysis_data import BY_LLM, BY_SUMMARY, AnalysisData
 from evoforge.stages.tuning.param_study import TuningData
+
+_FAILED_HERE = {"research": why.NO_EDIT, "guard": why.GUARD, "gate": why.EVALUATION,
+                "rollout": why.EVALUATION, "generate": why.EVALUATION}
+
+
+def reason_of(node: Node) -> str | None:
+    """Why a failed, rejected or stale node ended so (None for any other): the reason recorded on
+    it, or, for a node recorded without one (by an earlier evoforge, or a plug-in stage that sets
+    none), the bucket its status and stage point to."""
+    if node.status not in (Status.FAILED, Status.REJECTED, Status.STALE):
+        return None
+    if node.reason:
+        return node.reason
+    if node.status == Status.STALE:
+        return why.STALE
+    if node.status == Status.REJECTED:
+        return why.GUARD if node.failed_stage == "gate" else why.DUPLICATE
+    if node.failed_stage == "research" and (node.error or "").startswith("LLM call failed"):
+        return why.SERVER_ERROR
+    if node.was_evaluated:
+        return why.EVALUATION
+    return _FAILED_HERE.get(node.failed_stage or "", why.INTERNAL)
 
 
 @dataclass
@@ -19,7 +43,7 @@ class RunStats:
     failed_research: int = 0  # the LLM call or its answer failed
     failed_evaluation: int = 0  # the candidate failed its evaluation
     failed_guard: int = 0  # stopped by the static check before any evaluation ran
-    failed_internal: int = 0  # an internal step failed before any evaluation ran (see run.log)
+    failed_internal: int = 0  # an evoforge step failed (reason INTERNAL: a bug, see run.log)
     duplicates: int = 0  # rejected before evaluation as a (near-)duplicate, repeats included
     repeats: int = 0  # of those, repeats served an earlier evaluation's result (not evaluated)
     dropped_stale: int = 0  # dropped by the staleness policy or the reflection
@@ -39,6 +63,10 @@ class RunStats:
     wasted_llm_s: float = 0.0  # LLM time of items later dropped or rolled back
     wasted_eval_s: float = 0.0  # evaluation time of rolled-back nodes
     patched_llm_s: float = 0.0  # LLM time (research + reflection) of items that were patched
+    analysed_llm: int = 0  # candidates whose report the LLM wrote
+    analysed_summary: int = 0  # candidates given the deterministic summary (the LLM was busy)
+    # every failed, rejected or stale node under its reason (infra/failure_reasons.py)
+    failures_by_reason: dict[str, int] = field(default_factory=dict)
 
     def count(self, node: Node) -> None:
         """Add one finished node; the seed is an evaluation but not a proposal."""
@@ -51,9 +79,15 @@ class RunStats:
         self.trials += TuningData.peek(node).trials_run
         self.evaluations += node.was_evaluated
         self.reflected += "reflection:" in node.reflection
+        analysed_by = AnalysisData.peek(node).by
+        self.analysed_llm += analysed_by == BY_LLM
+        self.analysed_summary += analysed_by == BY_SUMMARY
         if "reflection: patched" in node.reflection:
             self.patched += 1
             self.patched_llm_s += node.llm_s
+        reason = reason_of(node)
+        if reason is not None:
+            self.failures_by_reason[reason] = self.failures_by_reason.get(reason, 0) + 1
         match node.status:
             case Status.EVALUATED:
                 self.evaluated_ok += 1
@@ -65,11 +99,10 @@ class RunStats:
                     self.failed_evaluation += 1
                 elif node.failed_stage == "guard":
                     self.failed_guard += 1
-                else:
-                    self.failed_internal += 1
+                self.failed_internal += reason == why.INTERNAL
             case Status.REJECTED:
                 self.failed += 1
-                self.duplicates += 1
+                self.duplicates += reason == why.DUPLICATE  # (a gate's rejection is not one)
                 self.repeats += node.repeat_of is not None
             case Status.STALE:
                 self.dropped_stale += 1
@@ -86,6 +119,7 @@ class RunStats:
         counts as dropped from now on, as a rebuild from the database would count it."""
         self.evaluated_ok -= 1
         self.dropped_stale += 1
+        self.failures_by_reason[why.STALE] = self.failures_by_reason.get(why.STALE, 0) + 1
         self.wasted_llm_s += node.llm_s
 
     @classmethod

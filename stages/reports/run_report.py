@@ -15,6 +15,8 @@ from evoforge.evaluators.task import TASK_MODEL_KINDS
 from evoforge.infra.nodes import Node
 from evoforge.infra.nodestore import FinalScore, NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
+from evoforge.stages.analysis_data import BY_LLM, BY_SUMMARY, AnalysisData
+from evoforge.stages.reports.failures_report import failures_section
 from evoforge.stages.reports.figures import Figure, report_figures
 from evoforge.stages.reports.gated_report import final_section, levels_section, optuna_section, plan_section
 from evoforge.stages.reports.origins import report_md
@@ -59,6 +61,18 @@ NOT_DRAWN = ("Not drawn: the run was interrupted. `evoforge report RUN` draws th
              "of the resumed run.")
 
 
+def analyses_section(nodes: Sequence[Node]) -> list[str]:
+    """How the candidates were analysed: by the LLM, or by the deterministic summary while the LLM
+    bound (none when the run analysed nothing)."""
+    by = [AnalysisData.peek(n).by for n in nodes]
+    llm, summary = by.count(BY_LLM), by.count(BY_SUMMARY)
+    if not llm and not summary:
+        return []
+    return ["## Analyses", "", f"- analysed_llm: {llm} (reports the LLM wrote)",
+            f"- analysed_summary: {summary} (deterministic summaries: the LLM was busy with more urgent "
+            f"calls)", ""]
+
+
 def write_report(paths: RunPaths, nodes: Sequence[Node], finals: Sequence[FinalScore], facts: RunFacts,
                  best_id: str | None, plans: Sequence[Plan] = (), promotions: Sequence[PromotionSummary] = (),
                  draw: bool = True) -> tuple[str, list[Figure]]:
@@ -78,6 +92,8 @@ def write_report(paths: RunPaths, nodes: Sequence[Node], finals: Sequence[FinalS
         sections = optuna_section(nodes, facts.search_level, facts.maximize)
     if facts.task_model is not None:
         sections += usage_section(facts.task_model)
+    sections += analyses_section(nodes)
+    sections += failures_section(nodes)
     if draw:
         figures, drawn = report_figures(paths, nodes, facts.search_level, facts.maximize, best_id=best_id)
     else:  # Ctrl+C exits at once: drawing takes 0.8-2.6 s, and `evoforge report` draws them later

@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from evoforge.infra.failure_reasons import ALL
 from evoforge.infra.nodes import SPECULATIVE
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.population.stats import RunStats
+
+
+def by_reason(counts: dict[str, int]) -> dict[str, int]:
+    """The failures by reason, largest bucket first (ties in the documented order).
+
+    >>> by_reason({"stale": 1, "no edit found": 3, "guard": 1})
+    {'no edit found': 3, 'guard': 1, 'stale': 1}
+    """
+    order = {reason: i for i, reason in enumerate(ALL)}
+    return dict(sorted(((r, n) for r, n in counts.items() if n),
+                       key=lambda item: (-item[1], order.get(item[0], len(order)), item[0])))
 
 
 def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any]) -> dict[str, Any]:
@@ -23,6 +35,7 @@ def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any
         "failed_guard": stats.failed_guard,
         "failed_internal": stats.failed_internal,
         "duplicates_rejected": stats.duplicates,
+        "failures_by_reason": by_reason(stats.failures_by_reason),  # every failed node's one reason
         "repeats": stats.repeats,  # served from earlier evaluations: not evaluations
         "best_score": confirmed.score(pool.winner_level(confirmed)) if confirmed else None,
         "best_level": pool.winner_level(confirmed) if confirmed else None,  # the score's level
@@ -36,6 +49,8 @@ def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any
         "proposals_per_min": round(stats.proposals / minutes, 3) if minutes else 0.0,
         "dropped_stale": stats.dropped_stale,
         "reflected": stats.reflected,
+        "analysed_llm": stats.analysed_llm,  # reports the LLM wrote
+        "analysed_summary": stats.analysed_summary,  # deterministic summaries: the LLM was busy
         "patched": stats.patched,
         "pruned": stats.pruned,
         "speculative_released": stats.speculative_released,

@@ -16,7 +16,8 @@ from evoforge.infra.nodestore import FinalScore
 USAGE_LABELS = {"calls": "calls", "cached": "cached (served again, not paid)", "failed": "failed",
                 "tokens_in": "tokens in", "tokens_out": "tokens out", "seconds": "seconds",
                 "cost_usd": "dollars",
-                "refused": "refused (over task_model.max_calls_per_eval)"}
+                "refused": "refused (over task_model.max_calls_per_eval)",
+                "truncated": "cut off at task_model.max_tokens (scored as empty answers)"}
 
 
 def _fmt(value: float | None) -> str:

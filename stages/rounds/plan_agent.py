@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from evoforge.infra.llm.scheduler import PLAN, asking
 from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
 from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import PLAN_MARKER, PlanSlot, render_plan_slot
@@ -209,7 +210,8 @@ async def replan(plan: Plan, nodes: Sequence[Node], *, llm: LLMBackend | None, r
         messages = plan_messages(plan, health, leaderboard_rows, task_description, level)
         started_at, start = time.time(), time.perf_counter()
         try:
-            completion = await llm.complete(messages, temperature=temperature, max_tokens=max_tokens)
+            with asking(PLAN):
+                completion = await llm.complete(messages, temperature=temperature, max_tokens=max_tokens)
         except LLMError as exc:
             trace_call(llm, messages, started_at, time.perf_counter() - start, error=str(exc))
             author = f"health rules only: the plan call to {llm.name} (model {llm.model}) failed"

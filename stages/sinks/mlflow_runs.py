@@ -18,7 +18,7 @@ def run_tags(node: Node, level: str, kind: str = CANDIDATE) -> dict[str, str]:
     e.g. `tags.origin = 'novel' and tags.status = 'evaluated'`; `level` is the evaluation level."""
     return {"kind": kind, "node_id": node.id, "level": level, "status": str(node.status),
             "origin": node.origin, "island": str(node.island), "branch": node.branch or "",
-            "backend": node.backend, "failed_stage": node.failed_stage or ""}
+            "backend": node.backend, "failed_stage": node.failed_stage or "", "reason": node.reason or ""}
 
 
 def candidate_run(node: Node, level: str, trials: str | None = None,
@@ -45,8 +45,12 @@ def candidate_run(node: Node, level: str, trials: str | None = None,
         metrics.update({f"saturation_{k}": v for k, v in tuning.saturation.items() if v is not None})
     if node.hardcoded:
         params["hardcoded"] = "; ".join(node.hardcoded)
-    # diff.txt: MLflow's UI previews a .txt, not a .patch
-    texts = {**(artifact or Program()).stored(node.code), "diff.txt": node.diff,
+    if node.prompt_dropped:  # the prompt parts left out to fit the context window
+        params["prompt_dropped"] = "; ".join(node.prompt_dropped)
+    # diff.txt: MLflow's UI previews a .txt, not a .patch; a proposal whose answer was unusable has
+    # no artifact (no code, no packed files): recorded without one
+    files = (artifact or Program()).stored(node.code) if node.code else {}
+    texts = {**files, "diff.txt": node.diff,
              "motivation.md": node.motivation, "error.txt": node.error or "",
              "analysis.md": node.analysis, "param_trials.json": trials or ""}
     tags = run_tags(node, level)

@@ -22,9 +22,9 @@ from evoforge.infra.timeline import Timeline
 from evoforge.stages.sinks.base import Event, EventKind, Sink
 
 _NODE_EVENTS = (EventKind.PROPOSED, EventKind.RELEASED, EventKind.FINISHED, EventKind.CHANGED)
-_RESULT_FIELDS = ("status", "error", "failed_stage", "score_pilot", "score_full", "params", "branch",
-                  "hardcoded", "metrics", "parent_id", "backend", "model", "tokens_in", "tokens_out",
-                  "llm_s", "eval_s", "pool_version")
+_RESULT_FIELDS = ("status", "error", "failed_stage", "reason", "score_pilot", "score_full", "params",
+                  "branch", "hardcoded", "metrics", "parent_id", "backend", "model", "tokens_in",
+                  "tokens_out", "llm_s", "eval_s", "pool_version", "prompt_dropped")
 
 
 class RunFiles(Sink):

@@ -8,7 +8,8 @@ data (``EVOFORGE_DATA_FRACTION``, else ``PILOT_FRACTION``), drawn outside a fixe
 slice (``PILOT_VALIDATION_SHARE`` of the training data), and scores that slice. ``full`` scores
 stratified ``FULL_FOLDS``-fold cross-validation on all the training data, repeated
 ``FULL_REPEATS`` times with different shuffles. ``final`` fits on all the training data and
-scores the held-out images. A broken program (no ``build_model``, no ``fit``/``predict``, wrong
+scores the held-out images. ``training_data()`` gives the training data (the winner's registered
+MLflow model fits on it when loaded). A broken program (no ``build_model``, no ``fit``/``predict``, wrong
 prediction shape, an exception) raises.
 """
 
@@ -57,6 +58,13 @@ def evaluate(program_path, level="full"):
         "accuracy_se": spread,  # full: standard error of the mean over the folds (0 elsewhere)
         "level": level,
     }
+
+
+def training_data():
+    """The training images and labels (all but the held-out share): what ``final`` fits on, and
+    what the winner's registered MLflow model fits on when it is loaded."""
+    x_train, _, y_train, _ = _splits()
+    return x_train, y_train
 
 
 def _load_build_model(program_path):

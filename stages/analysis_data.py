@@ -1,0 +1,19 @@
+"""What the analyze stage keeps on a node: who wrote its report (the LLM or the deterministic
+summary) and, when the LLM bound, what made the candidate worth an LLM analysis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evoforge.infra.node_data import NodeData
+
+BY_LLM, BY_SUMMARY = "llm", "summary"  # AnalysisData.by: who wrote the node's report
+
+
+@dataclass
+class AnalysisData(NodeData, owner="analyze"):
+    """Who wrote the node's report (BY_LLM, BY_SUMMARY, or "": none, or the call failed) and why
+    the LLM wrote it ("slack": the LLM had spare slots; else the candidate's worth, e.g. "new best")."""
+
+    by: str = ""
+    worth: str = ""
