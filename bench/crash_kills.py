@@ -177,7 +177,9 @@ def drive(series: Series, args: list[str], kills: int, seed: int, env: dict[str,
         done = evaluations(series.run_dir)
         if series.kills < kills and done < series.budget - 2:
             kill = (("time", rng.uniform(0.5, 15.0), 0.0) if rng.random() < 0.2
-                    else ("evals", min(series.budget - 1, done + rng.randint(1, per_kill)),
+                    # at least 3 evaluations before the end: a fast run (status.json every 0.25 s)
+                    # must not reach its budget before the kill lands
+                    else ("evals", min(series.budget - 3, done + rng.randint(1, per_kill)),
                           rng.uniform(0.0, 1.0)))
         else:
             kill = None

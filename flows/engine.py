@@ -16,8 +16,7 @@ adaptive controller, a sink's thread or a background task such as the ticker —
 promptly through one fatal path: logged with its traceback, then re-raised by `run()` as
 `EngineFailure`. A stop request (Ctrl+C, the wall-clock limit) wakes the engine at once; items
 still in a stage are cancelled (persisted proposals are sent on by the next run from where they
-were); one whose outcome is already known (failed on its way to a repair or the analysis) is
-committed as it is, so that what the run counts is what the node database holds.
+were); one whose outcome is known (failed, on its way to a repair or the analysis) is committed.
 
 LLM outages: while every endpoint's circuit is open (infra/llm/circuit.py) the entry stage draws
 no new item (the run is paused; calls in flight wait inside the backend, evaluations go on), and
@@ -50,7 +49,7 @@ from evoforge.flows.stage_pool import StagePool
 from evoforge.infra.disk_full import DiskFull, disk_full_error
 from evoforge.infra.failure_reasons import INTERNAL
 from evoforge.infra.llm.circuit import Breakers, LLMOutage
-from evoforge.infra.llm.factory import circuits_of
+from evoforge.infra.llm.factory import circuits_of, follow_research_workers
 from evoforge.infra.nodes import FAILED, Node
 from evoforge.stages.evaluation.slots import waiting_time
 from evoforge.stages.pipeline.context import StageContext
@@ -160,9 +159,12 @@ class Engine:
             self._wake()
 
     def _size_slots(self, pool: StagePool) -> None:
-        """The evaluating stage's workers are the run's evaluation slots: they move together."""
+        """The evaluating stage's workers are the run's evaluation slots, the research stage's its
+        LLM slots (infra/llm/factory.py): they move together."""
         if pool.stage.evaluates:
             self.ctx.evaluations.resize(pool.workers)
+        if pool.stage.name == "research":
+            follow_research_workers(self.ctx.llm, self.ctx.config, pool.workers)
 
     # --- the run ---------------------------------------------------------------------------------
     async def run(self, resumed: Sequence[Item] = (),
@@ -226,9 +228,7 @@ class Engine:
             self._commit_settled()
 
     def _commit_settled(self) -> None:
-        """At a stop, commit as they are the items whose outcome is known but whose trip a later
-        stage (a repair, the analysis) had not ended: a checkpoint may have stored them already,
-        and the run's counts and every sink must say what the node database says."""
+        """At a stop, commit the items whose outcome is known (the counts say what the database does)."""
         for item in list(self.in_flight.values()):
             if item.node is not None and item.node.status.terminal:
                 try:

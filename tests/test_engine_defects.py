@@ -91,8 +91,10 @@ def test_snapshots_show_a_speculative_node_without_crashing(tmp_path):
 def test_adaptive_control_makes_logged_decisions_when_a_stage_is_slow(tmp_path):
     config = tmp_path / "c.yaml"
     adaptive = {"enabled": True, "tau_s": 0.5, "max_workers": {"research": 6}}
-    # a timeline line every 0.2 s: finer than tau, so it shows the research pool before and after a step
-    config.write_text(json.dumps({"adaptive": adaptive, "engine": {"progress_interval_s": 0.2}}))
+    # a timeline line every 0.2 s: finer than tau, so it shows the research pool before and after a
+    # step; no prefetch, so that the research pool is the LLM's slots (they move together)
+    config.write_text(json.dumps({"adaptive": adaptive, "engine": {"progress_interval_s": 0.2},
+                                  "scheduler": {"prefetch": 0}}))
     run_dir = tmp_path / "run"
     with SimulatorProcess(SimConfig(median_s=0.6, sigma=0.2, slots=8, seed=3)) as sim:
         code = main(["run", "circle_packing", "--run-dir", str(run_dir), "--workspace", str(tmp_path / "ws"),
@@ -216,9 +218,9 @@ def test_the_run_is_prepared_and_the_llm_checked_once(tmp_path, monkeypatch):
     counts = {"task": 0, "check": 0}
     real_load, real_check = prepare_module.load_task, OpenAIBackend.check
 
-    def counting_load(spec):
+    def counting_load(spec, *args, **kwargs):
         counts["task"] += 1
-        return real_load(spec)
+        return real_load(spec, *args, **kwargs)
 
     async def counting_check(self):
         counts["check"] += 1

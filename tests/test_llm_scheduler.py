@@ -291,3 +291,45 @@ def test_circuits_are_found_behind_the_scheduler():
     wrapped = scheduled(server, RunConfig())
     assert circuits_of(wrapped) == [server.circuit]
     assert wrapped.circuit is server.circuit
+
+
+def test_more_slots_go_to_waiting_calls_at_once_and_fewer_take_effect_as_calls_end():
+    async def scenario() -> list[tuple[int, int]]:
+        scheduler, seen = Scheduler(slots=1, aging_s=None), []
+        await scheduler.acquire(Ask(PROPOSE))
+        waiters = [asyncio.create_task(scheduler.acquire(Ask(PROPOSE))) for _ in range(3)]
+        await _settle()
+        seen.append((scheduler.busy, sum(scheduler.load().waiting.values())))  # (1, 3)
+        scheduler.resize(3)  # adaptive control grew the research workers
+        await _settle()
+        seen.append((scheduler.busy, sum(scheduler.load().waiting.values())))  # (3, 1)
+        scheduler.resize(1)
+        scheduler.release()  # over the new size: the slot is freed, not passed on
+        await _settle()
+        seen.append((scheduler.busy, sum(scheduler.load().waiting.values())))  # (2, 1)
+        for _ in range(2):
+            scheduler.release()
+        await _settle()
+        seen.append((scheduler.busy, sum(scheduler.load().waiting.values())))  # (1, 0): the last one got it
+        await asyncio.gather(*waiters)
+        return seen
+
+    assert asyncio.run(scenario()) == [(1, 3), (3, 1), (2, 1), (1, 0)]
+
+
+def test_the_research_stage_prefetches_beyond_the_slots_and_the_slots_follow_its_workers():
+    from evoforge.infra.llm.factory import follow_research_workers, prefetch
+    from evoforge.stages.research import Research
+
+    cfg = RunConfig.model_validate({"engine": {"workers": {"research": 8}},
+                                    "llm": {"base_url": "http://127.0.0.1:9/v1"}})
+    assert prefetch(cfg) == 4 and Research().workers(cfg).initial == 12
+    offline = RunConfig.model_validate({"engine": {"workers": {"research": 8}}})
+    assert prefetch(offline) == 0 and Research().workers(offline).initial == 8  # no LLM: nothing to wait for
+    llm = scheduled(Gated(), cfg)
+    follow_research_workers(llm, cfg, 16)  # adaptive control: 12 -> 16 research workers
+    assert scheduler_of(llm).slots == 12
+    fixed = RunConfig.model_validate({**cfg.model_dump(), "scheduler": {"slots": 8}})
+    pinned = scheduled(Gated(), fixed)
+    follow_research_workers(pinned, fixed, 16)
+    assert scheduler_of(pinned).slots == 8  # scheduler.slots fixes them

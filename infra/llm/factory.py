@@ -7,7 +7,7 @@ from evoforge.infra.llm import keys
 from evoforge.infra.llm.circuit import Circuit
 from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
-from evoforge.infra.llm.scheduler import ScheduledBackend, Scheduler, unscheduled
+from evoforge.infra.llm.scheduler import ScheduledBackend, Scheduler, scheduler_of, unscheduled
 from evoforge.infra.llm.spending import Spending
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.offline.backend import OfflineBackend
@@ -85,3 +85,11 @@ def prefetch(cfg: RunConfig) -> int:
         return 0
     extra = cfg.scheduler.prefetch
     return (scheduler_slots(cfg) + 1) // 2 if extra is None else extra
+
+
+def follow_research_workers(llm: LLMBackend, cfg: RunConfig, workers: int) -> None:
+    """Adaptive control moved the research stage to `workers`: its scheduler's slots follow (the
+    workers less the prefetch), unless `scheduler.slots` fixes them."""
+    scheduler = scheduler_of(llm)
+    if scheduler is not None and not cfg.scheduler.slots:
+        scheduler.resize(workers - prefetch(cfg))

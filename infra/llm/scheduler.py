@@ -150,13 +150,24 @@ class Scheduler:
         self.waited += 1
 
     def release(self) -> None:
-        """Give the slot back: to the most urgent waiting call, else free it."""
-        if self._waiters:
+        """Give the slot back: to the most urgent waiting call, else free it (also when the
+        slots were cut below the calls in flight)."""
+        if self._waiters and self.busy <= self.slots:
             waiter = self._next()
             self._waiters.remove(waiter)
             waiter.future.set_result(None)  # the slot passes to it: busy stays
             return
         self.busy -= 1
+
+    def resize(self, slots: int) -> None:
+        """Let `slots` calls through at once from now on (adaptive control moved the research
+        workers): more slots go to waiting calls at once; fewer take effect as calls end."""
+        self.slots = max(1, slots)
+        while self._waiters and self.busy < self.slots:
+            waiter = self._next()
+            self._waiters.remove(waiter)
+            self.busy += 1
+            waiter.future.set_result(None)
 
     def load(self) -> Load:
         """The load now (see `Load`)."""
