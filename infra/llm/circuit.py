@@ -139,11 +139,7 @@ class Circuit:
 
     async def _answers_probe(self, reason: str) -> bool:
         """Probe now: True (and busy) when the endpoint answers it."""
-        try:
-            error = await self._probe()
-        except Exception as exc:  # noqa: BLE001 - a probe that raised counts as unanswered
-            log.exception("probe of LLM endpoint %s raised", self.name)
-            error = f"the probe raised {type(exc).__name__}"
+        error = await self._probe_error()
         if error is not None:
             self.last_error = f"{reason}; probe: {error}"
             return False
@@ -223,6 +219,15 @@ class Circuit:
         for callback in self._listeners:
             callback()
 
+    async def _probe_error(self) -> str | None:
+        """One probe: None when the endpoint answered, else why not (a probe that raised counts as
+        unanswered; its traceback goes to run.log)."""
+        try:
+            return await self._probe()
+        except Exception as exc:  # noqa: BLE001 - logged with its traceback, and the reason is kept
+            log.exception("probe of LLM endpoint %s raised", self.name)
+            return f"the probe raised {type(exc).__name__}"
+
     async def _probe_until_closed(self) -> None:
         """Every `probe_s` while open: one probe (half-open while it is out)."""
         while self.state != CLOSED:
@@ -231,11 +236,7 @@ class Circuit:
                 return
             self.state, self.probes = HALF_OPEN, self.probes + 1
             sent = self._clock()
-            try:
-                error = await self._probe()
-            except Exception as exc:  # noqa: BLE001 - a probe that raised counts as unanswered
-                log.exception("probe of LLM endpoint %s raised", self.name)
-                error = f"the probe raised {type(exc).__name__}"
+            error = await self._probe_error()
             if error is None:
                 self.answered(sent)
             else:
