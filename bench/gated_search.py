@@ -36,6 +36,8 @@ from evoforge.evaluators.evaluation import evaluate_program  # noqa: E402
 from evoforge.evaluators.task import builtin_tasks_dir, load_task  # noqa: E402
 from evoforge.infra.nodes import EVALUATED, Node  # noqa: E402
 from evoforge.infra.nodestore import NodeStore  # noqa: E402
+from evoforge.stages.engineer_data import EngineerData  # noqa: E402
+from evoforge.stages.tuning.param_study import TuningData  # noqa: E402
 
 STARTUP_BLOCK = '''# EVOLVE-BLOCK-START
 from sklearn.dummy import DummyClassifier
@@ -85,8 +87,9 @@ def final_score(task_dir: Path, node: Node) -> float | None:
 
 def optuna_gain(nodes: list[Node], stage: str) -> tuple[float, float, int]:
     """Mean gain of the best trial over the declared defaults, share improved, structures."""
-    tuned = [n for n in nodes if n.status == EVALUATED and n.trials_run and n.score_default is not None]
-    gains = [n.score(stage) - n.score_default for n in tuned]  # type: ignore[operator]
+    tuned = [n for n in nodes if n.status == EVALUATED and TuningData.peek(n).trials_run
+             and EngineerData.peek(n).score_default is not None]
+    gains = [n.score(stage) - EngineerData.peek(n).score_default for n in tuned]  # type: ignore[operator]
     if not gains:
         return 0.0, 0.0, 0
     return statistics.mean(gains), sum(g > 0 for g in gains) / len(gains), len(gains)

@@ -25,6 +25,7 @@ from evoforge.flows.cli import main  # noqa: E402
 from evoforge.infra.llm_sim.process import SimulatorProcess  # noqa: E402
 from evoforge.infra.llm_sim.server import SimConfig  # noqa: E402
 from evoforge.infra.nodestore import NodeStore  # noqa: E402
+from evoforge.stages.population.staleness_data import StalenessData  # noqa: E402
 
 WORKERS = "research=16,rollout=16,gate=16,engineer=8"  # FlashEvolve: 16 proposal, 8 evaluation workers
 CONFIGS = {  # name -> (engine.mode, extra config)
@@ -65,7 +66,7 @@ def one_run(name: str, seed: int, args: argparse.Namespace, root: Path, sim: Sim
             "wasted_eval_s": round(status["wasted_eval_s"], 1),
             "task_model_calls": used["calls"], "tokens": tokens,
             "tokens_per_accepted": round(tokens / max(accepted, 1)), "best": status["best_score"],
-            "max_staleness_seen": max((n.staleness or 0 for n in nodes), default=0)}
+            "max_staleness_seen": max((StalenessData.peek(n).staleness for n in nodes), default=0)}
 
 
 def summary(rows: list[dict]) -> str:

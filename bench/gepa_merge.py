@@ -27,6 +27,7 @@ from evoforge.infra.llm_sim.process import SimulatorProcess  # noqa: E402
 from evoforge.infra.nodes import Status  # noqa: E402
 from evoforge.stages.gate import GateData  # noqa: E402
 from evoforge.stages.merge import MergeData  # noqa: E402
+from evoforge.stages.population.repeat_data import RepeatData  # noqa: E402
 
 
 def merge_figures(run: Run, every: int) -> dict:
@@ -41,7 +42,8 @@ def merge_figures(run: Run, every: int) -> dict:
         parents = [nodes[i].score_full for i in (data.ours, data.theirs)]
         above += all(p is not None and node.score_full > p for p in parents)
     return {"merges": len(merges), "merges_gate_passed": len(passed), "merges_validated": len(validated),
-            "merges_above_both": above, "merges_repeats": sum(1 for n in merges if n.repeat_of),
+            "merges_above_both": above,
+            "merges_repeats": sum(1 for n in merges if RepeatData.peek(n).repeat_of),
             "merge_turns_approx": run.status["proposals"] // every if every else 0}
 
 

@@ -61,7 +61,7 @@ COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
     ("  of which: evaluation job (sandbox driver)", ("stages/evaluation/job.py:run_evaluation",)),
     ("  of which: novelty", ("stages/population/novelty.py:novelty_rejection",)),
     ("openai client: chat call", ("infra/llm/openai_backend.py:OpenAIBackend.complete",)),
-    ("sampling (draw_item)", ("stages/sample/draw.py:draw_item",)),
+    ("sampling (draw_item)", ("stages/pipeline/draw.py:draw_item",)),
     ("stage task runs (Prefect engine around a stage)", ("prefect/task_engine.py:run_task_async",)),
 ]
 

@@ -82,9 +82,8 @@ from evoforge.evaluators.task_yaml import (
     read_task_yaml,
 )
 from evoforge.evaluators.text_seed import read_text_seed
-from evoforge.infra.artifacts import ArtifactKind, make_kind
-from evoforge.infra.artifacts.files import load_files
-from evoforge.infra.evolve_block import END_MARKER, START_MARKER, EditError, split_program
+from evoforge.infra.artifacts import ArtifactKind, kind_class, make_kind
+from evoforge.infra.evolve_block import END_MARKER, START_MARKER
 
 __all__ = [
     "DIRECTIONS", "EVALUATOR", "OPENEVOLVE_CONFIG", "QUICK_TEST_TIMEOUT_S", "TASK_YAML",
@@ -101,7 +100,8 @@ LANGUAGES = {
 }
 OPENEVOLVE_THRESHOLDS = (0.5, 0.75, 0.9)
 TASK_MODEL_FUNCTIONS = ("cases", "run", "metric")  # a text task's evaluator (feedback optional)
-TASK_MODEL_KINDS = ("text", "playbook")  # kinds scored by running them with a task model
+TASK_MODEL_KINDS = ("text", "playbook")  # the built-in kinds run by a task model (the report's; a
+# kind says so itself: ArtifactKind.runs_on_task_model)
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ class Task:
     def uses_task_model(self) -> bool:
         """True when candidates are scored by running them with a task model (a `text` task):
         in the run's process, on the cases of the evaluator's splits, not in the sandbox."""
-        return self.kind in TASK_MODEL_KINDS
+        return kind_class(self.kind).runs_on_task_model
 
     @property
     def needs_task_model(self) -> bool:
@@ -207,33 +207,29 @@ def load_task(spec: str | os.PathLike[str], registry_uri: str | None = None) -> 
     theirs = read_openevolve_config(root)
     settings = {**(theirs or {}), **(ours or {})}
     evaluator_path = root / EVALUATOR
-    kind, files = settings.get("kind", "program"), settings.get("files", ())
-    if kind in TASK_MODEL_KINDS and "task_model" in settings:
+    kind = settings.get("kind", "program")
+    artifact, files = kind_class(kind), ()  # the kind owns its keys and reads its seed
+    on_model = artifact.runs_on_task_model
+    if on_model and "task_model" in settings:
         raise TaskError(f"{TASK_YAML}: 'task_model' is for kinds program and files (a {kind} task is "
                         f"always run by its task model)")
-    required = TASK_MODEL_FUNCTIONS if kind in TASK_MODEL_KINDS else ("evaluate",)
+    required = TASK_MODEL_FUNCTIONS if on_model else ("evaluate",)
     functions = evaluator_functions(evaluator_path, required)
-    if kind in TASK_MODEL_KINDS:
-        program_name, language = settings["prompt" if kind == "text" else "playbook"], "text"
+    names = artifact.seed_files(settings) or (_find_program(root),)
+    if on_model:
+        program_name, language = names[0], "text"
         program_name, initial_code = read_text_seed(root, program_name, kind, registry_uri)
         functions.setdefault("evaluate", ())
-    elif kind == "files":
-        program_name = ""
-        language = settings.get("language") or language_of(files[0])
-        try:
-            initial_code = load_files(root, files)
-        except ValueError as exc:
-            raise TaskError(f"{TASK_YAML}: files: {exc}") from None
     else:
-        program_name = settings.get("program") or _find_program(root)
-        language = settings.get("language") or language_of(program_name)
-        initial_code = _read_program(root, program_name, language)
+        language = settings.get("language") or language_of(names[0])
+        program_name, files = (names[0], ()) if artifact.seed_key is not None else ("", names)
+        initial_code = _read_seed(artifact, root, names, language)
 
     has_stage1 = "evaluate_stage1" in functions
     if ours and ours.get("cascade") and not has_stage1:
         raise TaskError(f"{TASK_YAML}: cascade is true but {EVALUATOR} defines no evaluate_stage1")
     cascade = has_stage1 and settings.get("cascade", True)  # OpenEvolve: no stage1, no cascade
-    has_cases = {"cases", "evaluate_case"} <= functions.keys() or kind in TASK_MODEL_KINDS
+    has_cases = {"cases", "evaluate_case"} <= functions.keys() or on_model
     if ours and ours.get("cases") and not has_cases:
         raise TaskError(f"{TASK_YAML}: cases is true but {EVALUATOR} lacks cases() or evaluate_case()")
     case_based = has_cases and settings.get("cases", True)
@@ -250,7 +246,7 @@ def load_task(spec: str | os.PathLike[str], registry_uri: str | None = None) -> 
     thresholds = tuple(settings.get("cascade_thresholds") or OPENEVOLVE_THRESHOLDS)
     objective = settings.get("objective", {})
     try:
-        toolchain = (ToolchainAccess() if kind in TASK_MODEL_KINDS
+        toolchain = (ToolchainAccess() if on_model
                      else toolchain_access(evaluator_path, language))
     except ToolchainError as exc:
         raise TaskError(f"{EVALUATOR}: {exc}") from None
@@ -355,17 +351,12 @@ def _has_marker(path: Path) -> bool:
         return False
 
 
-def _read_program(root: Path, name: str, language: str) -> str:
+def _read_seed(artifact: type[ArtifactKind], root: Path, names: tuple[str, ...], language: str) -> str:
+    """The initial artifact, read by its kind; a one-file Python seed is parsed as Python too."""
     try:
-        code = (root / name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskError(f"{name}: cannot read: {one_line(exc)}") from None
-    if START_MARKER not in code and END_MARKER not in code:
-        raise TaskError(f"{name}: no {START_MARKER}/{END_MARKER} markers (mark the evolvable code)")
-    try:
-        split_program(code)
-    except EditError as exc:
-        raise TaskError(f"{name}: {exc}") from None
-    if language == "python":
-        parse_source(code, name)
+        code = artifact.read_seed(root, names)
+    except ValueError as exc:
+        raise TaskError(one_line(exc)) from None
+    if language == "python" and artifact.seed_key is not None:
+        parse_source(code, names[0])
     return code

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from evoforge.infra.artifacts import KINDS
+from evoforge.infra.artifacts import KINDS, ArtifactKind, kind_class
 from evoforge.infra.mlflow_registry import PROMPT_SCHEME, RegistryError, parse_prompt_uri
 
 TASK_YAML = "task.yaml"
@@ -25,11 +25,6 @@ EVALUATOR = "evaluator.py"
 DIRECTIONS = ("maximize", "minimize")
 QUICK_TEST_TIMEOUT_S = 5.0
 LEVEL_KEYS = {"pilot": ("data_fraction",), "full": (), "final": ()}  # names in evaluation order
-KIND_NAMES = tuple(KINDS)
-KIND_KEYS = {"files": "files", "prompt": "text", "playbook": "playbook"}  # a kind's own key -> kind
-KIND_KEY_MEANING = {"files": "the list of evolvable files",
-                    "prompt": "the file of the prompt to evolve (or prompts:/NAME@ALIAS in MLflow)",
-                    "playbook": "the file of the playbook to evolve (or prompts:/NAME@ALIAS in MLflow)"}
 RENAMED_KEYS = {"stages": "levels"}  # keys of earlier versions: refused, naming the new one
 RENAMED_WHY = {"stages": "pilot, full and final are evaluation levels; a stage is a pipeline stage"}
 
@@ -79,45 +74,55 @@ def load_yaml(path: Path) -> Any:
 
 
 def read_task_yaml(root: Path) -> dict[str, Any] | None:
-    """Validate ``task.yaml`` strictly; None when the folder has none."""
+    """Validate ``task.yaml`` strictly; None when the folder has none. The keys of the task's
+    artifact kind (``files``, ``prompt``, ...) are the kind's to check (``ArtifactKind.task_keys``)."""
     path = root / TASK_YAML
     if not path.is_file():
         return None
     data = load_yaml(path) or {}
     if not isinstance(data, dict):
         raise TaskError(f"{TASK_YAML}: expected a mapping of keys, got {type(data).__name__}")
+    kind = kind_class(_kind(data.get("kind", "program"), f"{TASK_YAML}: kind"))
+    others = _kind_keys()
     for key in data:
         if key in RENAMED_KEYS:
             raise TaskError(f"{TASK_YAML}: '{key}' is now '{RENAMED_KEYS[key]}' ({RENAMED_WHY[key]})")
-        if key not in _TASK_FIELDS:
-            raise TaskError(
-                f"{TASK_YAML}: unknown key '{key}' (allowed: {', '.join(_TASK_FIELDS)})"
-            )
-    out = {key: _TASK_FIELDS[key](value, f"{TASK_YAML}: {key}") for key, value in data.items()}
-    if "program" in out:
-        _check_program_name(out["program"], root)
-    _check_kind_keys(out, root)
+        if key in _TASK_FIELDS or key in kind.task_keys:
+            continue
+        if key in others:
+            raise TaskError(f"{TASK_YAML}: '{key}' is for kind {', '.join(others[key])} (this task's kind "
+                            f"is {kind.name})")
+        allowed = [*_TASK_FIELDS, *others]  # the kinds' keys too: the reference lists them all
+        raise TaskError(f"{TASK_YAML}: unknown key '{key}' (allowed: {', '.join(allowed)})")
+    out = {key: _TASK_FIELDS[key](value, f"{TASK_YAML}: {key}")
+           for key, value in data.items() if key in _TASK_FIELDS}
+    try:
+        out.update(kind.read_task_keys({key: data[key] for key in kind.task_keys if key in data}))
+    except ValueError as exc:
+        raise TaskError(f"{TASK_YAML}: {one_line(exc)}") from None
+    _check_seed_file(out, kind, root)
     return out
 
 
-def _check_kind_keys(out: dict[str, Any], root: Path) -> None:
-    """Each kind's own key (`files`, `prompt`, `playbook`) is there for its kind, and only there."""
-    kind = out.get("kind", "program")
-    for key, owner in KIND_KEYS.items():
-        what = KIND_KEY_MEANING[key]
-        if kind == owner and key not in out:
-            raise TaskError(f"{TASK_YAML}: kind {kind} needs '{key}', {what}")
-        if kind != owner and key in out:
-            raise TaskError(f"{TASK_YAML}: '{key}' is for kind {owner} (this task's kind is {kind})")
-        if key in out and key != "files":
-            if out[key].startswith(PROMPT_SCHEME):  # a version in the workspace's MLflow Prompt Registry
-                _check_prompt_uri(out[key], key)
-            else:
-                _check_program_name(out[key], root, key)
-    if kind != "program" and "program" in out:
-        key = next(k for k, owner in KIND_KEYS.items() if owner == kind)
-        raise TaskError(f"{TASK_YAML}: 'program' is for kind program; a {kind} task names its {key} in "
-                        f"'{key}'")
+def _kind_keys() -> dict[str, list[str]]:
+    """Every registered kind's own task.yaml keys -> the kinds that own each."""
+    owners: dict[str, list[str]] = {}
+    for name in KINDS:
+        for key in KINDS[name].task_keys:
+            owners.setdefault(key, []).append(name)
+    return owners
+
+
+def _check_seed_file(out: dict[str, Any], kind: type[ArtifactKind], root: Path) -> None:
+    """The file the kind's seed key names is in the task folder (or, for a kind run by a task
+    model, a version in the workspace's MLflow Prompt Registry)."""
+    key = kind.seed_key
+    if key is None or key not in out:
+        return
+    if kind.runs_on_task_model and out[key].startswith(PROMPT_SCHEME):
+        _check_prompt_uri(out[key], key)
+    else:
+        _check_program_name(out[key], root, key)
 
 
 def read_openevolve_config(root: Path) -> dict[str, Any] | None:
@@ -257,22 +262,9 @@ def _level(name: str, value: Any, where: str) -> EvalLevel:
 
 def _kind(value: Any, where: str) -> str:
     kind = _name(value, where)
-    if kind not in KIND_NAMES:
-        raise TaskError(f"{where} must be one of {', '.join(KIND_NAMES)}, got {kind!r}")
+    if kind not in KINDS:
+        raise TaskError(f"{where} must be one of {', '.join(KINDS)}, got {kind!r}")
     return kind
-
-
-def _files(value: Any, where: str) -> tuple[str, ...]:
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(v, str) and v.strip() for v in value)):
-        raise TaskError(f"{where} must be a non-empty list of file paths in the task folder, got {value!r}")
-    names = tuple(v.strip() for v in value)
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise TaskError(f"{where}: '{twice[0]}' is listed twice")
-    if EVALUATOR in names:
-        raise TaskError(f"{where}: {EVALUATOR} cannot evolve")
-    return names
 
 
 def _check_prompt_uri(uri: str, key: str) -> None:
@@ -293,7 +285,6 @@ def _check_program_name(name: str, root: Path, key: str = "program") -> None:
 
 _TASK_FIELDS = {
     "name": _name,
-    "program": _name,
     "description": _text,
     "timeout_s": _timeout,
     "objective": _objective,
@@ -304,9 +295,6 @@ _TASK_FIELDS = {
     "quick_test": _quick_test,
     "levels": _levels,
     "kind": _kind,
-    "prompt": _name,
-    "playbook": _name,
-    "files": _files,
     "task_model": _flag,
 }
 _OPENEVOLVE_FIELDS = {

@@ -1,5 +1,5 @@
 """The `evoforge` command line: run, status, leaderboard, best, report, tasks, stages, algorithms,
-llm-sim, bench, cognition, deploy, serve-llm, doctor."""
+plugins, kinds, llm-sim, bench, cognition, deploy, serve-llm, doctor."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from evoforge.flows.bench_cli import add_bench_parser, run_bench
 from evoforge.flows.cognition_cli import add_cognition_parser, run_cognition
 from evoforge.flows.deploy_cli import DeployArgError, add_deploy_parser, run_deploy
 from evoforge.flows.doctor_cli import add_doctor_parser, run_doctor
+from evoforge.flows.plugins_cli import add_plugins_parser, run_plugins
 from evoforge.flows.serve_llm_cli import add_serve_llm_parser, run_serve_llm
 from evoforge.flows.stages_cli import add_stages_parser, run_stages
 from evoforge.infra.config import RunConfig
@@ -127,7 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=_parse_workers,
                      help="workers per stage, e.g. research=8,engineer=2,analyze=4 (see evoforge stages)")
     run.add_argument("--plugin", action="append", metavar="FILE",
-                     help="a stage plug-in: a .py file or a module name (repeatable; docs/extend/stage.md)")
+                     help="a plug-in: a .py file, a module name or an installed stage's name; any of stages, "
+                          "sinks, samplers, artifact kinds, algorithms (repeatable; docs/extend/plugins.md)")
     run.add_argument("--algorithm",
                      help="a name (evoforge algorithms) or a .py file (docs/extend/algorithm.md)")
     run.add_argument("--seed", type=int)
@@ -161,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("tasks", help="list the built-in tasks")
     add_stages_parser(sub)
     add_algorithms_parser(sub)
+    add_plugins_parser(sub)
     sim = sub.add_parser("llm-sim", help="local OpenAI-compatible LLM simulator (no real LLM)")
     sim_args.add_arguments(sim)
     add_bench_parser(sub)
@@ -324,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_stages(ns)
         if ns.command == "algorithms":
             return run_algorithms(ns)
+        if ns.command in ("plugins", "kinds"):
+            return run_plugins(ns)
         if ns.command == "bench":
             return run_bench(ns)
         if ns.command == "cognition":

@@ -8,7 +8,7 @@ stage's door (`admit`: e.g. the staleness policy) may send it elsewhere; otherwi
 and its result is applied to the item, which goes on along its route (the next stage the run
 uses, or wherever the result says). A stage that checkpoints hands the head the proposal before
 it goes on; every trip ends at the head (`COMMIT`), which applies the result to the run state
-and emits the events the sinks record off the event loop.
+and emits the events the sinks record off the event loop. Queues are bounded (flows/stage_pool.py).
 
 Failure handling: an exception inside one stage run fails that item's node, with the reason,
 and the run goes on. Any other exception — in a worker's own loop, the sampler, the head, the
@@ -44,22 +44,23 @@ from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
 from evoforge.flows.head import Head
 from evoforge.flows.policies import AsyncPolicy, Policy
+from evoforge.flows.run_door import RunDoor
 from evoforge.flows.stage_calls import StageCalls
-from evoforge.flows.stage_pool import StagePool
+from evoforge.flows.stage_pool import StagePool, link_downstream
 from evoforge.infra.disk_full import DiskFull, disk_full_error
 from evoforge.infra.failure_reasons import INTERNAL
 from evoforge.infra.llm.circuit import Breakers, LLMOutage
 from evoforge.infra.llm.factory import circuits_of, follow_research_workers
-from evoforge.infra.nodes import FAILED, Node
+from evoforge.infra.nodes import FAILED
 from evoforge.stages.evaluation.slots import waiting_time
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.candidate import new_candidate
+from evoforge.stages.pipeline.draw import draw_item
 from evoforge.stages.pipeline.pipeline import Pipeline
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
-from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.history import ROLLBACK
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.speculation import taint_derived
-from evoforge.stages.sample.draw import draw_item
 
 log = logging.getLogger("evoforge.engine")
 
@@ -72,7 +73,7 @@ class Engine:
     """Moves items through the stage pools until the budget is spent, a stop is asked, or a
     fatal error occurs."""
 
-    def __init__(self, ctx: StageContext, head: Head, budget: Budget, pipeline: Pipeline,
+    def __init__(self, ctx: RunView, head: Head, budget: Budget, pipeline: Pipeline,
                  calls: StageCalls, stop: asyncio.Event, policy: Policy | None = None,
                  controller: AdaptiveController | None = None):
         cfg = ctx.config
@@ -81,6 +82,7 @@ class Engine:
         active = [s for s in pipeline.stages if s.enabled(cfg)]
         self.pools: dict[str, StagePool] = {s.name: StagePool(s, s.workers(cfg)) for s in active}
         self.routes = pipeline.routes(set(self.pools))
+        link_downstream(self.pools, self.routes, cfg.engine.stage_queue)  # bounded queues
         self.entry = self.pools[pipeline.entry(set(self.pools)).name]
         self.design_path = self._design_path()
         self.design = self.design_path[-1]  # the stage whose output the evaluators wait for
@@ -92,7 +94,9 @@ class Engine:
         self.fatal: BaseException | None = None
         self._background: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        ctx.release = self._release
+        self.door = RunDoor(head, self._wake)  # releases and round decisions reach the head here
+        if ctx.release is not None:
+            ctx.release.connect(self.door.released)  # the view's channel, given when it was built
         task_model = client_of(ctx.task)  # its own endpoint down pauses the run too
         self.breakers = Breakers(circuits_of(ctx.llm), circuits_of(task_model.backend) if task_model else ())
         self.breakers.listen(self._wake)
@@ -298,7 +302,7 @@ class Engine:
         if dest == COMMIT:
             self._finish(item)
         else:
-            self.pools[dest].queue.append(item)
+            self.pools[dest].push(item)
         self._wake()
 
     def _finish(self, item: Item) -> None:
@@ -315,11 +319,6 @@ class Engine:
         marked = taint_derived(self.in_flight.values(), item.node.id, self.head.state.lineage)
         log.info("rolled back %s; %d in-flight items derived from it marked stale",
                  item.node.id, len(marked))
-
-    def _release(self, item: Item, snapshot: Node) -> None:
-        """Called by the engineer mid-evaluation (on the loop): the item's node enters the pool now."""
-        self.head.released(item, snapshot)
-        self._wake()
 
     def _stopping(self) -> bool:
         return self.fatal is not None or self.stop.is_set()
@@ -338,7 +337,7 @@ class Engine:
                 pool.retiring -= 1
                 return None
             if pool.waiting > 0:
-                return pool.queue.popleft()
+                return pool.take()
             item = draw_item(self.ctx)  # sampling: an error here is the engine's, hence fatal
             self.policy.on_issued(self)
             self.in_flight[id(item)] = item
@@ -369,6 +368,7 @@ class Engine:
                 self._taint(item)  # a release whose evaluation failed left the pool
             if pool.stage.checkpoint and dest != COMMIT:
                 self.head.proposed(item, dest)
+            await pool.hand_on(dest)  # back-pressure: wait while the next stage's queue is full
             self.send(item, dest, from_stage=pool.name)
 
     def _run_folder_full(self, exc: BaseException) -> bool:

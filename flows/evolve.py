@@ -1,4 +1,8 @@
-"""The evolution run as one long-lived async Prefect flow."""
+"""The evolution run as one long-lived async Prefect flow.
+
+The flow is built around the prepared run (`evolution_flow(prepared)`): its one Prefect
+parameter stays the plain `RunRequest` (what the UI shows), and the live objects (config, task,
+LLM backends) are the closure's, never a module's."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
+from prefect import Flow, flow
 
 from evoforge.evaluators.cases import list_cases
 from evoforge.evaluators.fitness import reported_error
@@ -34,9 +38,8 @@ from evoforge.flows.gated_run import finish_gated, round_jobs
 from evoforge.flows.policies import BarrierPolicy
 from evoforge.flows.prefect_logs import attach_prefect_log, detach_prefect_log
 from evoforge.flows.prefect_reconcile import crash_abandoned_runs
-from evoforge.flows.prepare import Prepared, RunRequest, hand_over, take_over
+from evoforge.flows.prepare import Prepared, RunRequest, prepare
 from evoforge.flows.progress import tick
-from evoforge.flows.promotion_flow import LiveRun, live_runs
 from evoforge.flows.run_names import name_from_parameter, rename_flow_run, run_name
 from evoforge.flows.runlog import attach_run_log, detach_run_log
 from evoforge.flows.session import Session, open_session, sandbox_limits
@@ -46,6 +49,7 @@ from evoforge.flows.task_runners import runner_environment, task_runner_for
 from evoforge.infra.failure_reasons import EVALUATION
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
 from evoforge.infra.runfiles import read_json, write_atomic
+from evoforge.stages.evaluation.job import InlineEvaluations
 from evoforge.stages.evaluation.prefect_tasks import TaskEvaluations
 from evoforge.stages.evaluation.slots import SlottedEvaluations
 from evoforge.stages.pipeline.pipeline import Pipeline
@@ -129,16 +133,14 @@ def _refuse_erring_seed(node: Node, level: str, accept: bool) -> None:
 async def run_prepared(prepared: Prepared) -> dict[str, Any]:
     """Check the LLM once, then run the evolution flow on the prepared run (the CLI's path)."""
     await prepared.check_llm(announce=True)
-    token = hand_over(prepared)
     try:
-        flow_fn = evolution_run.with_options(task_runner=task_runner_for(prepared.request))
+        flow_fn = evolution_flow(prepared).with_options(task_runner=task_runner_for(prepared.request))
         async with runner_environment(prepared.request):
             return await flow_fn(prepared.request)
     finally:
         await prepared.llm.close()
         if prepared.analysis_llm is not None:
             await prepared.analysis_llm.close()
-        token.var.reset(token)
 
 
 def resume_task_model(channel: TaskChannel, run_dir: Path) -> None:
@@ -153,10 +155,21 @@ def resume_task_model(channel: TaskChannel, run_dir: Path) -> None:
         log.info("task model: %d outputs of earlier sessions cached; their usage %s", loaded, earlier)
 
 
-@flow(name="evoforge-run", persist_result=False, flow_run_name=partial(name_from_parameter, "request"))
-async def evolution_run(request: RunRequest) -> dict[str, Any]:
-    """Evolve the task's program until the budget is spent; returns the final status."""
-    prepared = take_over(request)
+def evolution_flow(prepared: Prepared) -> Flow[[RunRequest], dict[str, Any]]:
+    """The evolution flow over `prepared` (called with another request, it prepares that one)."""
+
+    @flow(name="evoforge-run", persist_result=False, flow_run_name=partial(name_from_parameter, "request"))
+    async def evolution_run(request: RunRequest) -> dict[str, Any]:
+        """Evolve the task's program until the budget is spent; returns the final status."""
+        ready = prepared if prepared.request == request else prepare(request)
+        return await _evolve(ready)
+
+    return evolution_run
+
+
+async def _evolve(prepared: Prepared) -> dict[str, Any]:
+    """The evolution flow's body: open the session, run it, close it."""
+    request = prepared.request
     await prepared.check_llm()
     cfg, task, llm = prepared.config, prepared.task, prepared.llm
     prepared.run_dir.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 - startup, nothing runs yet
@@ -168,7 +181,8 @@ async def evolution_run(request: RunRequest) -> dict[str, Any]:
         cases = (await list_cases(task, limits=sandbox_limits(task, cfg, prepared.run_dir),
                                   scratch_root=prepared.run_dir) if task.case_based else None)
     session = open_session(task, cfg, prepared.run_dir, llm, prepared.workspace, prepared.pipeline,
-                           cases=cases, cognition=prepared.cognition, analysis_llm=prepared.analysis_llm)
+                           cases=cases, cognition=prepared.cognition, analysis_llm=prepared.analysis_llm,
+                           evaluations=_evaluations(prepared))
     handler = attach_run_log(session.paths.log)
     api_log = attach_prefect_log()  # evoforge's INFO lines in the flow run's Logs tab
     try:
@@ -184,14 +198,20 @@ async def evolution_run(request: RunRequest) -> dict[str, Any]:
         detach_run_log(handler)
 
 
+def _evaluations(prepared: Prepared) -> SlottedEvaluations:
+    """The run's evaluation runner: Prefect task runs (or inline), behind as many slots as the
+    evaluating stage starts with workers."""
+    cfg, pipeline = prepared.config, prepared.pipeline
+    runner = TaskEvaluations(cfg.engine.executor) if prepared.request.prefect_tasks else InlineEvaluations()
+    evaluating = [s for s in pipeline.stages if s.evaluates and s.enabled(cfg)]
+    return SlottedEvaluations(runner, evaluating[0].workers(cfg).initial if evaluating else 1)
+
+
 async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     cfg, task, llm, request = prepared.config, prepared.task, prepared.llm, prepared.request
     ctx, state, head, pipeline = session.ctx, session.state, session.head, prepared.pipeline
     stop = asyncio.Event()
     _install_stop_handlers(stop)
-    runner = TaskEvaluations(cfg.engine.executor) if request.prefect_tasks else ctx.evaluations
-    evaluating = [s for s in pipeline.stages if s.evaluates and s.enabled(cfg)]
-    ctx.evaluations = SlottedEvaluations(runner, evaluating[0].workers(cfg).initial if evaluating else 1)
     calls = StageCalls(ctx, task_runs=request.prefect_tasks and cfg.engine.task_runs == "stages")
     budget = Budget(cfg.budget, state.stats, spending=prepared.spending)
     policy = BarrierPolicy() if cfg.engine.mode == "sync" else None  # None: the engine's AsyncPolicy
@@ -234,7 +254,6 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
         return tick(lambda: snapshot()["status"], cfg.engine.progress_interval_s, cfg.budget.max_evals,
                     on_tick=check_wall, show=not request.quiet)
 
-    live_runs[ctx.run_id] = LiveRun(ctx, head)
     run_state, mlflow_status = "failed", "FAILED"
     final: dict[str, Any] = {}
     try:
@@ -244,13 +263,12 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
         run_state = "interrupted" if stop.is_set() and budget.stop_reason() is None else "finished"
         mlflow_status = "KILLED" if run_state == "interrupted" else "FINISHED"
         if run_state == "finished":
-            await finish_gated(session)
+            await finish_gated(session, engine.door)
             await report_held_out(session)  # the winners' held-out scores, in their own table
     except Exception:
         log.exception("the run failed")
         raise
     finally:
-        live_runs.pop(ctx.run_id, None)
         _remove_stop_handlers()
         log.info("run %s %s: %s", ctx.run_id, run_state, budget.stop_reason())
         last = _last_snapshot(snapshot, run_state, session)

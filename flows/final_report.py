@@ -10,6 +10,9 @@ to their own table (`NodeStore.final_scores`), never onto a node, so no code tha
 parents, inspirations, plans or promotions can read them; the report is written from that table
 once the search is over. A failed evaluation is recorded with its error. A resumed run does not
 evaluate again a winner whose held-out score is recorded.
+
+The subflow is built around the live run (`final_report_flow(run)`): its Prefect parameters stay
+the plain run id and ranks, and no module keeps a registry of running runs.
 """
 
 from __future__ import annotations
@@ -21,17 +24,16 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from prefect import flow
+from prefect import Flow, flow
 
 from evoforge.evaluators.task import Task
 from evoforge.evaluators.task_model import channel_of
-from evoforge.flows.promotion_flow import live_runs
 from evoforge.flows.session import Session
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.nodestore import FinalScore
 from evoforge.stages.evaluation.job import EvalRequest
-from evoforge.stages.evaluation.requests import request_for
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.requests import request_for
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.sinks.base import EventKind
 
@@ -67,7 +69,7 @@ def ranked(chosen: Sequence[Node], fresh: Sequence[FinalScore], recorded: Sequen
     return [dataclasses.replace(by_id[i], rank=rank) for rank, i in enumerate(ids, 1) if i in by_id]
 
 
-def _request(node: Node, ctx: StageContext, held_out: str) -> EvalRequest:
+def _request(node: Node, ctx: RunView, held_out: str) -> EvalRequest:
     request = request_for(node, ctx, node.params).with_name(f"{held_out}-{node.id}")
     if held_out == FINAL:
         return request.at_level(FINAL)
@@ -75,11 +77,9 @@ def _request(node: Node, ctx: StageContext, held_out: str) -> EvalRequest:
     return dataclasses.replace(request, order=test, speculation=None, quick_test=False)
 
 
-@flow(name="final-report", flow_run_name="final-report-{run_id}", persist_result=False)
-async def final_report_flow(run_id: str, ranks: dict[str, int]) -> list[FinalScore]:
+async def held_out_scores(ctx: RunView, ranks: dict[str, int]) -> list[FinalScore]:
     """Evaluate the winners named in `ranks` (node id -> the search's rank) on the held-out data
     once; returns their rows (recorded by the caller, into the final table only)."""
-    ctx = live_runs[run_id].ctx
     held_out = held_out_of(ctx.task)
     assert held_out is not None
 
@@ -91,6 +91,17 @@ async def final_report_flow(run_id: str, ranks: dict[str, int]) -> list[FinalSco
                           outcome.error, outcome.seconds, outcome.cpu_s or 0.0, time.time())
 
     return list(await asyncio.gather(*(one(i, r) for i, r in ranks.items())))
+
+
+def final_report_flow(ctx: RunView) -> Flow[[str, dict[str, int]], list[FinalScore]]:
+    """The final-report subflow of this run: call it with (run id, ranks)."""
+
+    @flow(name="final-report", flow_run_name="final-report-{run_id}", persist_result=False)
+    async def final_report(run_id: str, ranks: dict[str, int]) -> list[FinalScore]:
+        """Evaluate the named winners on the held-out data once; returns their rows."""
+        return await held_out_scores(ctx, ranks)
+
+    return final_report
 
 
 async def report_held_out(session: Session) -> None:
@@ -105,7 +116,7 @@ async def report_held_out(session: Session) -> None:
     recorded = session.store.reader().final_scores()
     scored = {r.node_id for r in recorded if r.score is not None}
     todo = {n.id: rank for rank, n in enumerate(chosen, 1) if n.id not in scored}
-    fresh = await final_report_flow(ctx.run_id, todo) if todo else []
+    fresh = await final_report_flow(ctx)(ctx.run_id, todo) if todo else []
     rows = ranked(chosen, fresh, recorded)
     if rows == list(recorded):
         log.info("final report: the %s scores of the winners are recorded already", held_out)

@@ -1,6 +1,7 @@
 """What a run adds for gated ML work: the first research plan, the round jobs (plan agent,
 promotion) beside the pipeline, and the end of the search (a last promotion; the final report
-that follows it is flows/final_report.py)."""
+that follows it is flows/final_report.py). The round jobs' decisions reach the head through the
+engine's door (flows/run_door.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from evoforge.cognition.seeding import task_seeds
 from evoforge.flows.engine import Engine
 from evoforge.flows.promotion_flow import promotion_flow, promotion_job
+from evoforge.flows.run_door import RunDoor
 from evoforge.flows.session import Session
 from evoforge.stages.rounds.plan_job import plan_enabled, plan_job, start_plan
 from evoforge.stages.rounds.promotion import promotion_candidates
@@ -29,34 +31,36 @@ def _hypotheses(session: Session) -> list[str]:
 
 def round_jobs(engine: Engine, session: Session) -> list[Callable[[], Awaitable[Any]]]:
     """The background round jobs of this run (none for a plain task)."""
-    ctx, head = session.ctx, session.head
+    ctx, door = session.ctx, engine.door
     jobs: list[RoundJob] = []
     fresh = _hypotheses(session)
     slots = ctx.config.plan.slots
-    if plan_enabled(ctx):
+    planning = plan_enabled(ctx.task, ctx.config)
+    if planning:
         seeds, fresh = fresh[:slots], fresh[slots:]
-        if head.state.rounds.plan is None:
-            start_plan(ctx, head, seeds)
+        if ctx.plan is None:
+            start_plan(ctx.task, ctx.config, door, seeds)
     size = round_size(ctx.config.rounds.size, slots)
-    if plan_enabled(ctx):
-        jobs.append(plan_job(ctx, head, size, fresh))
+    if planning:
+        jobs.append(plan_job(ctx.task, ctx.config, ctx.llm, door, size, fresh))
     if ctx.task.gated:
-        jobs.append(promotion_job(ctx.run_id, ctx.config.promotion.every))
+        jobs.append(promotion_job(ctx, door))
     if not jobs:
         return []
 
     def rounds() -> Awaitable[None]:
-        return run_rounds(engine, head.state.stats, jobs, size)
+        return run_rounds(engine, door.state.stats, jobs, size)
 
     rounds.__name__ = "round-jobs"
     return [rounds]
 
 
-async def finish_gated(session: Session) -> None:
-    """After the search: promote who no promotion reached among the top-K."""
+async def finish_gated(session: Session, door: RunDoor) -> None:
+    """After the search: promote who no promotion reached among the top-K (through the engine's
+    `door`, as the rounds did)."""
     ctx = session.ctx
     if not ctx.task.gated:
         return
     if promotion_candidates(ctx.pool, ctx.config.promotion.top_k):
-        done = session.head.state.rounds.promotions
-        await promotion_flow(ctx.run_id, done[-1].round + 1 if done else 1)
+        done = ctx.rounds.promotions
+        await promotion_flow(ctx, door)(ctx.run_id, done[-1].round + 1 if done else 1)

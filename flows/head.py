@@ -26,9 +26,11 @@ from evoforge.infra.nodes import EVALUATED, FAILED, ROLLED_BACK, SPECULATIVE, ST
 from evoforge.stages.population.history import NEW_BEST, ROLLBACK, SPECULATIVE_BEST
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.speculation import confirmed, descends_from
+from evoforge.stages.population.staleness_data import StalenessData
 from evoforge.stages.population.stats import reason_of
 from evoforge.stages.rounds.branches import Plan
 from evoforge.stages.rounds.promotion import PromotionSummary
+from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.rounds.records import NEW_WINNER, PLANS_META, PROMOTIONS_META
 from evoforge.stages.sinks.base import Event, EventKind
 from evoforge.stages.sinks.hub import SinkHub
@@ -151,11 +153,11 @@ class Head:
                 return NEW_BEST
             return None
         if node.status == EVALUATED:
-            node.reflection = (node.reflection + "; " if node.reflection else "") + (
+            StalenessData.of(node).add(
                 f"speculation rolled back (prefix {node.score_partial}, full {node.score_full})")
             node.status = ROLLED_BACK
         elif node.status != FAILED:  # pruned at a later checkpoint, or cancelled: not confirmed
-            node.reflection = (node.reflection + "; " if node.reflection else "") + (
+            StalenessData.of(node).add(
                 f"speculation rolled back ({node.status}: {node.error or 'no full score'})")
             node.status = ROLLED_BACK
         was_best = pool.remove(node)
@@ -179,7 +181,7 @@ class Head:
                 was_best = pool.remove(node)
                 state.sampler.on_node_removed(node, pool)
                 node.status, node.reason = STALE, failure_reasons.STALE
-                node.reflection = (node.reflection + "; " if node.reflection else "") + (
+                StalenessData.of(node).add(
                     f"guarded: dropped from the pool (ancestor {rolled_back.id} was rolled back)")
                 state.stats.recount_dropped(node)
                 if was_best:
@@ -189,7 +191,7 @@ class Head:
                 if pool.rescore(node):
                     state.history.record(pool.v, NEW_BEST, node)
                 state.sampler.on_node_rescored(node, pool)
-                node.reflection = (node.reflection + "; " if node.reflection else "") + (
+                StalenessData.of(node).add(
                     f"{self.policy}: kept in the pool, re-ranked (ancestor {rolled_back.id} was rolled back)")
                 reranked.append(node)
             self._emit(EventKind.CHANGED, node, meta={POOL_VERSION_META: pool.v})
@@ -221,7 +223,7 @@ class Head:
             node = pool.get(result.node_id)
             if node is None:  # rolled back meanwhile: nothing to fold the score into
                 continue
-            node.score_full, node.promoted_round = result.full, summary.round
+            node.score_full, PromotionData.of(node).round = result.full, summary.round
             node.eval_s += result.seconds
             node.eval_cpu_s += result.cpu_s
             if result.error:
@@ -237,7 +239,7 @@ class Head:
             state.history.record(pool.v, NEW_WINNER, after)
         for node in changed:
             self._emit(EventKind.CHANGED, node)
-        promoted = {n.id: n.copy() for n in pool.nodes if n.promoted_round is not None}
+        promoted = {n.id: n.copy() for n in pool.nodes if PromotionData.peek(n).round is not None}
         self._emit(EventKind.PROMOTION, None, payload=(summary, promoted),
                    meta={POOL_VERSION_META: pool.v, PROMOTIONS_META: state.rounds.promotions_state()})
 

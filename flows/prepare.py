@@ -9,7 +9,6 @@ the flow it then starts; a flow run started any other way (a deployment) prepare
 
 from __future__ import annotations
 
-import contextvars
 import difflib
 import logging
 import sys
@@ -38,8 +37,10 @@ from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.tracking import default_tracking_uri
 from evoforge.stages.algorithms import Algorithm, AlgorithmError, algorithm_named
 from evoforge.stages.pipeline.pipeline import Pipeline, PipelineError
-from evoforge.stages.pipeline.plugins import PluginError, load_plugins
+from evoforge.stages.pipeline.stage import Stage
+from evoforge.stages.plugins import PluginError, use_plugins
 from evoforge.stages.research_prompt import seed_fit_error
+from evoforge.stages.sample import SAMPLERS
 
 log = logging.getLogger("evoforge.prepare")
 
@@ -144,10 +145,12 @@ def prepare(request: RunRequest) -> Prepared:
     the pipeline (plug-ins included), make the LLM backend and open the cognition base (raises the
     user errors)."""
     cfg = request.config  # a seed given as prompts:/NAME@ALIAS is read from the workspace's MLflow
+    run_plugins(cfg)  # first: a plug-in's artifact kind, sampler or algorithm is named below
     task = load_task(request.task,
                      cfg.tracking.tracking_uri or default_tracking_uri(Path(cfg.workspace).resolve()))
     TaskFiles.of(task.root)  # a bad .evoforgeignore is a one-line error now, not at each evaluation
     cfg = request.config = with_algorithm_defaults(request.config)
+    check_sampler(cfg)
     refusal = unisolated_key_refusal(cfg)  # no isolation and an LLM key in reach: no start
     if refusal is not None:
         raise ConfigError(refusal)
@@ -200,6 +203,7 @@ def open_task_model(task: Task, cfg: RunConfig, llm: LLMBackend, spending: Spend
 
 def run_algorithm(cfg: RunConfig, task: Task | None = None) -> Algorithm:
     """The run's algorithm (`engine.algorithm`); with `task`, one that evolves the task's kind."""
+    run_plugins(cfg)  # an algorithm of a --plugin file is known by its name
     try:
         algorithm = algorithm_named(cfg.engine.algorithm)
     except AlgorithmError as exc:
@@ -211,6 +215,20 @@ def run_algorithm(cfg: RunConfig, task: Task | None = None) -> Algorithm:
     if refusal is not None:
         raise ConfigError(f"engine.algorithm (--algorithm): {refusal}")
     return algorithm
+
+
+def run_plugins(cfg: RunConfig) -> list[Stage]:
+    """Register the installed plug-ins and the run's (`engine.plugins`); the stages those add."""
+    try:
+        return use_plugins(cfg.engine.plugins)
+    except PluginError as exc:
+        raise ConfigError(f"engine.plugins (--plugin): {exc}") from None
+
+
+def check_sampler(cfg: RunConfig) -> None:
+    """Refuse a `search.sampler` no plug-in registered, naming the known ones."""
+    if cfg.search.sampler not in SAMPLERS:
+        raise ConfigError(f"search.sampler (--sampler): {SAMPLERS.unknown(cfg.search.sampler)}")
 
 
 def with_algorithm_defaults(cfg: RunConfig) -> RunConfig:
@@ -231,7 +249,7 @@ def build_pipeline(cfg: RunConfig, task: Task | None = None) -> Pipeline:
     except PipelineError as exc:
         raise ConfigError(f"engine.algorithm (--algorithm): {algorithm.name}: {exc}") from None
     try:
-        pipeline = line.with_plugins(load_plugins(cfg.engine.plugins))
+        pipeline = line.with_plugins(use_plugins(cfg.engine.plugins))
     except (PluginError, PipelineError) as exc:
         raise ConfigError(f"engine.plugins (--plugin): {exc}") from None
     names = pipeline.names()
@@ -277,20 +295,3 @@ def open_cognition(cfg: RunConfig, workspace: Path, task: Task) -> CognitionBase
              base.folder, base.count(), len(added), base.embedder.name)
     return base
 
-
-
-_HANDED_OVER: contextvars.ContextVar[Prepared | None] = contextvars.ContextVar("evoforge_prepared",
-                                                                               default=None)
-
-
-def hand_over(prepared: Prepared) -> contextvars.Token:
-    """Give the next flow run started from this context the already prepared run."""
-    return _HANDED_OVER.set(prepared)
-
-
-def take_over(request: RunRequest) -> Prepared:
-    """The prepared run handed over for `request`, or a new one."""
-    prepared = _HANDED_OVER.get()
-    if prepared is not None and prepared.request == request:
-        return prepared
-    return prepare(request)

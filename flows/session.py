@@ -1,6 +1,7 @@
 """Open a run folder: create it, or resume it — the run state rebuilt from the node database in
 one place (flows/run_state.py), and every sink caught up from it in one loop (the hub runs each
-sink's `rebuild` on its thread before its first record)."""
+sink's `rebuild` on its thread before its first record). The run's read-only view (`RunView`)
+is built here once, with every service it carries: nothing is set on it afterwards."""
 
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.infra.timeline import Timeline
 from evoforge.infra.tracking import Tracker, tracking_target
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.evaluation.job import EvaluationRunner, InlineEvaluations
 from evoforge.stages.pipeline.pipeline import Pipeline
+from evoforge.stages.pipeline.run_view import ReleaseChannel, RunView
+from evoforge.stages.plugins import plugin_sinks
 from evoforge.stages.population.item import Item
 from evoforge.stages.reports.run_report import RunFacts, held_out, held_out_cost, write_report
 from evoforge.stages.sample.resume import SAMPLER_STATE_META, sampler_state
@@ -56,7 +59,7 @@ class RunDirError(ValueError):
 class Session:
     """Everything one invocation of a run holds open."""
 
-    ctx: StageContext
+    ctx: RunView  # what stages, samplers and sinks read of the run
     state: RunState
     head: Head
     hub: SinkHub
@@ -184,8 +187,10 @@ def _resumed_items(nodes: list[Node], by_id: dict[str, Node], seed: Node | None)
 def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, workspace: Path,
                  pipeline: Pipeline, cases: list[str] | None = None,
                  cognition: CognitionBase | None = None,
-                 analysis_llm: LLMBackend | None = None) -> Session:
-    """Create or resume the run in `run_dir`."""
+                 analysis_llm: LLMBackend | None = None,
+                 evaluations: EvaluationRunner | None = None) -> Session:
+    """Create or resume the run in `run_dir`; `evaluations`: the run's evaluation runner (default:
+    inline, on the flow's event loop)."""
     paths = RunPaths(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     store = NodeStore(paths.db)
@@ -209,14 +214,14 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, wor
     run_base = (CognitionBase(run_dir / "cognition", cognition.embedder) if cognition is not None else None)
     llm = scheduled(llm, cfg)  # every call of the run through one scheduler per endpoint, by priority
     analysis_llm = scheduled(analysis_llm, cfg) if analysis_llm is not None else None
-    ctx = StageContext(run_id=run_id, task=task, config=cfg, llm=llm, pool=state.pool, sampler=state.sampler,
-                       rng=random.Random(f"{cfg.seed}-{state.stats.proposals}"),
-                       limits=sandbox_limits(task, cfg, run_dir), scratch=paths.scratch,
-                       history=state.history,
-                       case_order=state.case_order, cognition=cognition, run_cognition=run_base,
-                       optuna_url=f"sqlite:///{paths.optuna_db.resolve()}", plan=state.rounds.plan,
-                       shares=state.shares, repeats=state.repeats, paths=paths,
-                       analysis_llm=analysis_llm)
+    ctx = RunView(run_id=run_id, task=task, config=cfg, llm=llm, pool=state.pool, sampler=state.sampler,
+                  rng=random.Random(f"{cfg.seed}-{state.stats.proposals}"),
+                  limits=sandbox_limits(task, cfg, run_dir), scratch=paths.scratch, history=state.history,
+                  case_order=state.case_order, cognition=cognition, run_cognition=run_base,
+                  evaluations=evaluations or InlineEvaluations(),
+                  optuna_url=f"sqlite:///{paths.optuna_db.resolve()}", rounds=state.rounds,
+                  shares=state.shares, release=ReleaseChannel(), repeats=state.repeats, paths=paths,
+                  analysis_llm=analysis_llm)
     accounting = ModelAccounting(task.search_level, maximize, cfg.llm.prices)
     target = (tracking_target(workspace, task.name, cfg.tracking.tracking_uri, cfg.tracking.experiment)
               if tracker is not None else None)
@@ -234,6 +239,7 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, wor
     for stage in pipeline.stages:
         if stage.enabled(cfg):
             sinks.extend(stage.sinks(ctx))
+    sinks.extend(plugin_sinks(sinks, run_id=run_id, task=task, config=cfg, paths=paths))  # the plug-ins'
     hub = SinkHub(sinks, rebuild_from=nodes if nodes else None)
     if tracking_error is not None:
         hub.count_failure("mlflow", tracking_error)

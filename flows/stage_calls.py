@@ -13,7 +13,7 @@ from prefect.utilities.annotations import opaque
 
 from evoforge.infra.llm_traces import recording
 from evoforge.infra.prefect_tasks import TASK_OPTIONS
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item, ItemUpdate
 
@@ -21,14 +21,14 @@ from evoforge.stages.population.item import Item, ItemUpdate
 class StageCalls:
     """Runs stage plug-ins for the engine; with `task_runs`, each run is a Prefect task run."""
 
-    def __init__(self, ctx: StageContext, task_runs: bool = False):
+    def __init__(self, ctx: RunView, task_runs: bool = False):
         self.ctx = ctx
         self.task_runs = task_runs
         self._tasks: dict[str, Task] = {}
 
     def _task_of(self, stage: Stage) -> Task:
         if stage.name not in self._tasks:
-            async def run_stage(label: str, item: Item, stage: Stage, ctx: StageContext) -> StageResult:
+            async def run_stage(label: str, item: Item, stage: Stage, ctx: RunView) -> StageResult:
                 return await stage.run(item, ctx)
 
             self._tasks[stage.name] = task(name=stage.name, task_run_name=stage.task_run_name,

@@ -16,7 +16,7 @@ def add_stages_parser(sub: Any) -> None:
     stages = sub.add_parser("stages", help="list a run's pipeline: stages, order, workers, routes")
     stages.add_argument("--config", type=Path, help="YAML config file (as for evoforge run)")
     stages.add_argument("--workers", help="e.g. research=8,engineer=2,analyze=4 (as for evoforge run)")
-    stages.add_argument("--plugin", action="append", metavar="FILE", help="a stage plug-in (repeatable)")
+    stages.add_argument("--plugin", action="append", metavar="FILE", help="a plug-in file (repeatable)")
     stages.add_argument("--algorithm", help="the algorithm: a name (evoforge algorithms) or a .py file")
     stages.add_argument("--json", action="store_true", help="the rows as JSON")
 

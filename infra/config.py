@@ -61,11 +61,14 @@ class EngineConfig(_Section):
     workers: Annotated[dict[str, WorkerCount], BeforeValidator(_with_defaults(DEFAULT_WORKERS))] = Field(
         default_factory=lambda: dict(DEFAULT_WORKERS))
     queue_size: int | None = Field(default=None, ge=1)  # researched candidates waiting; None: engineers
+    # items a stage's input queue holds before the stage feeding it waits (back-pressure,
+    # flows/stage_pool.py); None: twice the stage's workers
+    stage_queue: int | None = Field(default=None, ge=1)
     progress_interval_s: float = Field(default=2.0, gt=0)
     # Prefect task runs: one per evaluation (default), or one per stage run as well (the Prefect UI
     # then shows every item's way through the pipeline, at ~5 ms of CPU per task run)
     task_runs: Literal["evaluations", "stages"] = "evaluations"
-    plugins: list[str] = Field(default_factory=list)  # stage plug-ins: .py files or module names
+    plugins: list[str] = Field(default_factory=list)  # plug-ins: .py files, modules, installed stages' names
     # where evaluation task runs go (stages/evaluation/prefect_tasks.py): loop, threads, a Dask cluster
     executor: Literal["loop", "threads", "dask"] = "loop"
     dask_address: str | None = None  # dask: a scheduler, e.g. tcp://host:8786; None: a local cluster
@@ -108,7 +111,7 @@ class AdaptiveConfig(_Section):
 class SearchConfig(_Section):
     """How parents and inspirations are chosen, and which candidates count as novel."""
 
-    sampler: Literal["greedy", "uniform", "ucb1", "map_elites", "islands", "pareto", "latest"] = "greedy"
+    sampler: str = Field(default="greedy", min_length=1)
     exploration: float = Field(default=0.2, ge=0, le=1)  # share of parents drawn uniformly
     exploitation: float = Field(default=0.6, ge=0, le=1)  # share of parents that are a best node
     elite_size: int = Field(default=5, ge=1)  # the rest come from the top elite_size

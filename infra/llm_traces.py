@@ -18,12 +18,15 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from evoforge.infra.llm.authorship import answer_kind
+from evoforge.infra.llm.types import Completion, LLMBackend
+
 if TYPE_CHECKING:
     from mlflow.entities import Span
     from mlflow.tracing.client import TracingClient
     from mlflow.tracking import MlflowClient
 
-# Who wrote an answer (stages/pipeline/authorship.py decides): a real LLM, evoforge's simulator, the
+# Who wrote an answer (infra/llm/authorship.py decides): a real LLM, evoforge's simulator, the
 # offline proposer; "unknown" when the call failed before any answer came back.
 AUTHORS = ("llm", "simulated", "offline", "unknown")
 _WHO = {"llm": "LLM", "simulated": "LLM simulator, not a real LLM",
@@ -165,3 +168,19 @@ def write_traces(tracing: TracingClient, client: MlflowClient, experiment_id: st
         for i in range(0, len(ids), _LINKS_PER_CALL):
             client.link_traces_to_run(ids[i:i + _LINKS_PER_CALL], run_id)
     return len(spans)
+
+
+def trace_call(llm: LLMBackend, messages: list[dict[str, str]], started_at: float, seconds: float,
+               completion: Completion | None = None, error: str | None = None) -> None:
+    """Note a call to `llm` (answered, or failed with `error`) for its MLflow trace; outside a
+    recording (a stage run, the plan agent's round) nothing is noted."""
+    if completion is None:
+        offline = llm.name == "offline"
+        note_call(messages, answer="", backend=llm.name, model=llm.model,
+                  author="offline" if offline else "unknown", tokens_in=0, tokens_out=0,
+                  started_at=started_at, seconds=seconds, error=error)
+        return
+    note_call(messages, answer=completion.text, backend=completion.backend, model=completion.model,
+              author=answer_kind(completion), tokens_in=completion.tokens_in,
+              tokens_out=completion.tokens_out, started_at=started_at, seconds=seconds,
+              attempts=completion.attempts)

@@ -122,9 +122,13 @@ def dump_owned(owned: dict[str, Any]) -> str:
 
 
 def load_owned(text: str | None) -> dict[str, Any]:
-    """Owned data as `dump_owned` wrote it: a registered owner's as its dataclass, an unknown
-    owner's (a stage this process did not load) as the plain dict, kept and written back as is."""
-    raw = json.loads(text) if text else {}
+    """Owned data as `dump_owned` wrote it (see `owned_from`)."""
+    return owned_from(json.loads(text) if text else {})
+
+
+def owned_from(raw: dict[str, Any]) -> dict[str, Any]:
+    """Owned data from its decoded JSON: a registered owner's as its dataclass, an unknown owner's
+    (a stage this process did not load) as the plain dict, kept and written back as is."""
     out: dict[str, Any] = {}
     for owner, data in raw.items():
         cls = _OWNERS.get(owner)

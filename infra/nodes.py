@@ -49,20 +49,18 @@ def new_node_id() -> str:
 
 @dataclass
 class Node:
-    """One candidate: its code, lineage, per-level scores, costs and outcome."""
+    """One candidate's core: identity, lineage, the artifact (its code, change, reason and knob
+    values), per-level scores, status, timing and tokens; what one stage alone writes is that
+    stage's data in `owned`."""
 
     id: str
     run_id: str
     code: str
     parent_id: str | None = None
-    inspiration_ids: list[str] = field(default_factory=list)
-    inspirations_used: list[str] = field(default_factory=list)  # the ones the researcher says it used
-    prompt_dropped: list[str] = field(default_factory=list)  # prompt parts left out to fit the window
     island: int = 0
-    branch: str | None = None
     generation: int = 0
-    diff: str = ""
-    motivation: str = ""
+    diff: str = ""  # the change from the parent (written by whichever stage proposes: research, merge, ...)
+    motivation: str = ""  # the proposer's reason for it
     origin: str = "novel"  # seed | cognition | experience | novel
     backend: str = ""  # openai | offline | seed
     model: str = ""
@@ -74,21 +72,11 @@ class Node:
     case_scores: dict[str, float] = field(default_factory=dict)  # objective per validation case
     cases_done: int = 0
     artifacts: dict[str, str] = field(default_factory=dict)
-    analysis: str = ""  # the Analyzer's report: what changed, what happened, why, what next
-    lessons: list[str] = field(default_factory=list)  # generalisable lessons, offered to the cognition base
-    ideas_used: list[str] = field(default_factory=list)  # of those, the ones its answer says it used
-    params: dict[str, Any] = field(default_factory=dict)  # knob values behind score_pilot (best trial)
-    score_default: float | None = None  # the structure with its declared defaults, at the search level
-    hardcoded: list[str] = field(default_factory=list)  # values hard-coded that the space should own
-    promoted_round: int | None = None  # the promotion round that evaluated it at `full`
-    judge_score: float | None = None  # the LLM judge's score in [0, 1], kept apart from the task score
+    params: dict[str, Any] = field(default_factory=dict)  # knob values evaluated with the code (best trial)
     status: Status = Status.PROPOSED
     error: str | None = None
     failed_stage: str | None = None  # the stage that failed it: research | reflect | engineer | ...
     reason: str | None = None  # why it failed, rejected or went stale: one of infra/failure_reasons.py
-    repeat_of: str | None = None  # a repeat: the node whose evaluation it was served (not evaluated)
-    staleness: int = 0  # v - v_i when the item reached evaluation
-    reflection: str = ""  # what the staleness policy decided, e.g. "guarded: dropped (staleness 3 > 2)"
     speculative_at: float | None = None  # when it entered the pool on a partial score
     tokens_in: int = 0
     tokens_out: int = 0
@@ -98,7 +86,9 @@ class Node:
     created_at: float = field(default_factory=time.time)
     evaluated_at: float | None = None
     next_stage: str | None = None  # where a persisted proposal goes next (a resumed run sends it there)
-    owned: dict[str, Any] = field(default_factory=dict)  # stage name -> its data (infra/node_data.py)
+    # stage name -> its data (infra/node_data.py): what one stage alone writes lives there, e.g. the
+    # research stage's inspirations (stages/research_data.py) or the judge's score (stages/judge_data.py)
+    owned: dict[str, Any] = field(default_factory=dict)
 
     def score(self, level: str = "full") -> float | None:
         """The score of one selection level (pilot or full; final scores are not on nodes)."""

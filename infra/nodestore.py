@@ -4,7 +4,8 @@ Rows are appended, never updated in place: each write of a node adds a version o
 `node_rows`, and the view `nodes` shows the latest version of each (measured here: an append
 costs a third of DuckDB's insert-or-replace on a primary key, ~2 ms against ~6 ms a
 transaction). Closing the writer drops the older versions. A file of an earlier evoforge, whose
-`nodes` is a table keyed by id, is moved over when a writer opens it; a reader reads it as it is.
+`nodes` is a table keyed by id, or whose columns hold data a stage owns now (nodestore_legacy.py),
+is moved over when a writer opens it; a reader reads it as it is.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from evoforge.infra.node_data import dump_owned, is_container_type, load_owned
+from evoforge.infra.node_data import dump_owned, is_container_type, owned_from
 from evoforge.infra.nodes import EVALUATED, Node, Status
+from evoforge.infra.nodestore_legacy import LEGACY, fold_legacy, fold_reflect_outcome
 
 _SCALARS = {"str": "VARCHAR", "Status": "VARCHAR", "int": "BIGINT", "float": "DOUBLE"}
 
@@ -37,9 +39,6 @@ _EMPTY = {f.name: (list if str(f.type).startswith("list") else dict)
           for f in fields(Node) if is_container_type(f.type) and f.name != _OWNED}
 _JSON_FIELDS = set(_EMPTY)
 _COLUMNS = [f.name for f in fields(Node)]
-# columns of earlier versions whose data is stage-owned now: (owner, field), folded in when read
-_LEGACY = {"attempts": ("debug", "attempts"), "trials_run": ("param_search", "trials_run"),
-           "saturation": ("param_search", "saturation"), "cognition_ids": ("learn", "cognition_ids")}
 _NAMES = ", ".join(_COLUMNS)  # explicit: a migrated table has its newer columns last
 _ARROW = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64()}
 _SCHEMA = pa.schema([(f.name, _ARROW[_sql_type(f.type)]) for f in fields(Node)])
@@ -67,13 +66,6 @@ class FinalScore:
 
 class StoreBusyError(RuntimeError):
     """Another process holds the node database (a run is going)."""
-
-
-def _fold_legacy(owned: dict[str, Any], owner: str, name: str, value: Any) -> None:
-    """Put an earlier version's column value under its owner, unless the owner has it already."""
-    data = owned.setdefault(owner, {})
-    if isinstance(data, dict) and name not in data:  # (a dataclass: written by this version, it wins)
-        data[name] = json.loads(value) if isinstance(value, str) else value
 
 
 def _schema() -> str:
@@ -109,7 +101,27 @@ class NodeStore:
             self._con.execute(_LATEST)
         have = {r[0] for r in self._con.execute("DESCRIBE nodes").fetchall()}
         self._readable = [c for c in _COLUMNS if c in have]  # a read-only older file lacks new ones
-        self._legacy = [c for c in _LEGACY if c in have]
+        self._legacy = [c for c in LEGACY if c in have]
+        if self._writer and self._legacy:
+            self._move_legacy_columns()
+
+    def _move_legacy_columns(self) -> None:
+        """An earlier evoforge's columns of stage-owned data move into the owned column and are
+        dropped, in one transaction: each node's latest version is written again with them folded
+        in (idempotent: a moved file has no such column left)."""
+        nodes = self._select("ORDER BY created_at, id")
+        self._con.execute("BEGIN TRANSACTION")
+        try:
+            self._con.execute("DELETE FROM node_rows")
+            for column in self._legacy:
+                self._con.execute(f"ALTER TABLE node_rows DROP COLUMN {column}")
+            self._con.execute(_LATEST)
+            self._legacy = []
+            self._insert(nodes)
+        except BaseException:
+            self._con.execute("ROLLBACK")
+            raise
+        self._con.execute("COMMIT")
 
     def _move_keyed_table(self) -> None:
         """An earlier evoforge's `nodes` table (one row per id, a primary key) becomes the first
@@ -161,27 +173,9 @@ class NodeStore:
         """Record the nodes (a new version of each) and set meta keys, all in one transaction."""
         if not nodes and not meta:
             return
-        rows = []
-        for node in nodes:
-            row = {f: getattr(node, f) for f in _COLUMNS}
-            row["status"] = str(row["status"])
-            row[_OWNED] = dump_owned(node.owned)
-            rows.append([json.dumps(row[c]) if c in _JSON_FIELDS else row[c] for c in _COLUMNS])
-        marks = ", ".join("?" for _ in _COLUMNS)
         self._con.execute("BEGIN TRANSACTION")
         try:
-            if len(rows) >= _BULK_ROWS:
-                batch = pa.Table.from_arrays([pa.array(col, type=_SCHEMA.field(i).type)
-                                              for i, col in enumerate(zip(*rows, strict=True))],
-                                             schema=_SCHEMA)
-                self._con.register("_evoforge_batch", batch)
-                try:
-                    self._con.execute(f"INSERT INTO node_rows ({_NAMES}) "
-                                      f"SELECT {_NAMES} FROM _evoforge_batch")
-                finally:
-                    self._con.unregister("_evoforge_batch")
-            elif rows:
-                self._con.executemany(f"INSERT INTO node_rows ({_NAMES}) VALUES ({marks})", rows)
+            self._insert(nodes)
             if meta:  # one statement: each costs ~1.5 ms of CPU, whatever its size
                 self._con.execute("INSERT OR REPLACE INTO meta VALUES " + ", ".join("(?, ?)" for _ in meta),
                                   [part for key, value in meta.items() for part in (key, json.dumps(value))])
@@ -189,6 +183,27 @@ class NodeStore:
             self._con.execute("ROLLBACK")
             raise
         self._con.execute("COMMIT")
+
+    def _insert(self, nodes: list[Node]) -> None:
+        """Append a version of each node to `node_rows` (inside the caller's transaction)."""
+        rows = []
+        for node in nodes:
+            row = {f: getattr(node, f) for f in _COLUMNS}
+            row["status"] = str(row["status"])
+            row[_OWNED] = dump_owned(node.owned)
+            rows.append([json.dumps(row[c]) if c in _JSON_FIELDS else row[c] for c in _COLUMNS])
+        if len(rows) >= _BULK_ROWS:
+            batch = pa.Table.from_arrays([pa.array(col, type=_SCHEMA.field(i).type)
+                                          for i, col in enumerate(zip(*rows, strict=True))],
+                                         schema=_SCHEMA)
+            self._con.register("_evoforge_batch", batch)
+            try:
+                self._con.execute(f"INSERT INTO node_rows ({_NAMES}) SELECT {_NAMES} FROM _evoforge_batch")
+            finally:
+                self._con.unregister("_evoforge_batch")
+        elif rows:
+            marks = ", ".join("?" for _ in _COLUMNS)
+            self._con.executemany(f"INSERT INTO node_rows ({_NAMES}) VALUES ({marks})", rows)
 
     def get(self, node_id: str) -> Node | None:
         rows = self._select("WHERE id = ?", [node_id])
@@ -245,11 +260,11 @@ class NodeStore:
             for key in _JSON_FIELDS:
                 data[key] = json.loads(data[key]) if data.get(key) else _EMPTY[key]()
             data["status"] = Status(data["status"])
-            data[_OWNED] = load_owned(data.get(_OWNED))
-            for column in self._legacy:  # a row an earlier version wrote: its data under its owner
-                value = data.pop(column)
-                owner, name = _LEGACY[column]
-                if value is not None:
-                    _fold_legacy(data[_OWNED], owner, name, value)
+            owned = json.loads(data[_OWNED]) if data.get(_OWNED) else {}
+            if self._legacy:  # a row an earlier version wrote: its data under its owners
+                for column in self._legacy:
+                    fold_legacy(owned, column, data.pop(column))
+                fold_reflect_outcome(owned)
+            data[_OWNED] = owned_from(owned)
             out.append(Node(**data))
         return out

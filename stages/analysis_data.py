@@ -1,9 +1,10 @@
-"""What the analyze stage keeps on a node: who wrote its report (the LLM or the deterministic
-summary) and, when the LLM bound, what made the candidate worth an LLM analysis."""
+"""What the analyze stage keeps on a node: its report and lessons, who wrote the report (the LLM
+or the deterministic summary) and, when the LLM bound, what made the candidate worth an LLM
+analysis."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from evoforge.infra.node_data import NodeData
 
@@ -17,3 +18,5 @@ class AnalysisData(NodeData, owner="analyze"):
 
     by: str = ""
     worth: str = ""
+    report: str = ""  # the Analyzer's report: what changed, what happened, why, what next
+    lessons: list[str] = field(default_factory=list)  # generalisable lessons, offered to the cognition base

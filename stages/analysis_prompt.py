@@ -11,7 +11,7 @@ from evoforge.infra.artifacts import ArtifactKind
 from evoforge.infra.nodes import PRUNED, REJECTED, ROLLED_BACK, STALE, Node
 from evoforge.infra.prompt_format import ANALYSIS_MARKER, ANALYSIS_SECTIONS, MAX_LESSONS, render_comparison
 from evoforge.stages.debug import RepairData
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.item import Item
 from evoforge.stages.prompt_fit import ANALYSIS, FEEDBACK, METRICS, Part, fit_to
 
@@ -86,14 +86,14 @@ def classify_error(error: str) -> str:
     return "failure"
 
 
-def analysis_messages(item: Item, ctx: StageContext) -> list[dict[str, str]]:
+def analysis_messages(item: Item, ctx: RunView) -> list[dict[str, str]]:
     """The prompt: the task, the change, its evaluation and output, and the computed comparison,
     fitted to the analysis endpoint's context window (`stages/prompt_fit.py`)."""
     llm = ctx.analysis_llm or ctx.llm
     return fit_to(llm, analysis_parts(item, ctx), ctx.config.llm.max_tokens, strict=False).messages
 
 
-def analysis_parts(item: Item, ctx: StageContext) -> list[Part]:
+def analysis_parts(item: Item, ctx: RunView) -> list[Part]:
     """The named parts of the Analyzer's prompt, in order, each with its drop rank."""
     node, task = item.node, ctx.task
     assert node is not None

@@ -21,8 +21,9 @@ from evoforge.infra.nodes import EVALUATED, SPECULATIVE, Node
 from evoforge.infra.offline.analysis import offline_analysis
 from evoforge.infra.prompt_format import ANALYSIS_SECTIONS, parse_analysis
 from evoforge.stages.analysis_prompt import error_class
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.item import Item
+from evoforge.stages.rounds.plan_data import node_branch
 
 SUMMARY_AUTHOR = "Deterministic summary (no LLM: the LLM was busy with more urgent calls)"
 NEW_BEST, LARGE_CHANGE, NEW_FAILURE, FIRST_OF_GROUP = 0, 1, 2, 3  # worth kinds, most telling first
@@ -62,7 +63,7 @@ class Triage:
         self._best: float | None = None  # the best score judged a new best: in flight to the pool, or in it
         self.seen_binding = self.granted_binding = 0
 
-    def worth(self, item: Item, ctx: StageContext) -> Worth:
+    def worth(self, item: Item, ctx: RunView) -> Worth:
         """What the item's candidate can teach (and remember what it showed)."""
         node = item.node
         assert node is not None
@@ -70,7 +71,8 @@ class Triage:
         kind = error_class(node)
         new_failure = kind != "none" and kind not in self._failures
         self._failures.add(kind)
-        groups = [("island", str(node.island))] + ([("branch", node.branch)] if node.branch else [])
+        branch = node_branch(node)
+        groups = [("island", str(node.island))] + ([("branch", branch)] if branch else [])
         first = any(g not in self._groups for g in groups)
         self._groups.update(groups)
         large = change > 0 and self._is_large(change)
@@ -109,7 +111,7 @@ class Triage:
         return change >= cut
 
 
-def is_new_best(node: Node, ctx: StageContext, in_flight: float | None = None) -> bool:
+def is_new_best(node: Node, ctx: RunView, in_flight: float | None = None) -> bool:
     """Whether the candidate beats the pool's best (fully evaluated) at the pool's level, and the
     `in_flight` score (of a new best analysed already, on its way to the pool: the pool grows in
     that order, so a candidate beaten by it will not be a new best when it is committed)."""
@@ -124,7 +126,7 @@ def is_new_best(node: Node, ctx: StageContext, in_flight: float | None = None) -
     return beats_pool and (in_flight is None or ctx.task.better(value, in_flight))
 
 
-def _change(node: Node, parent: Node | None, ctx: StageContext) -> float:
+def _change(node: Node, parent: Node | None, ctx: RunView) -> float:
     """How far the candidate's score moved from its parent's, relative to it (0 when unknown)."""
     mine = _score(node)
     theirs = _score(parent) if parent is not None else None

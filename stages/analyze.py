@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 
 from evoforge.infra.config import RunConfig
+from evoforge.infra.llm.authorship import LESSONS_BY, answer_author, answer_kind, answer_label
 from evoforge.infra.llm.scheduler import ANALYZE, SlotRefused, scheduler_of
 from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
 from evoforge.infra.llm_traces import LLMCall, note_calls, recording
@@ -35,9 +36,8 @@ from evoforge.infra.prompt_format import (
 from evoforge.stages.analysis_data import BY_LLM, BY_SUMMARY, AnalysisData
 from evoforge.stages.analysis_prompt import SYSTEM, analysis_messages
 from evoforge.stages.analysis_value import NEW_BEST, Triage, Worth, summary_report
-from evoforge.stages.pipeline.authorship import LESSONS_BY, answer_author, answer_kind, answer_label
-from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item
 
@@ -59,16 +59,16 @@ class Analyze(Stage):
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.analyze.enabled
 
-    def skips(self, item: Item, ctx: StageContext) -> bool:
+    def skips(self, item: Item, ctx: RunView) -> bool:
         node = item.node
         return node is None or not node.was_evaluated or not chosen(node.id, ctx.config.analyze.share)
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         if ctx.config.analyze.batch <= 1:
             return await analyze(item, ctx, self.triage_for(ctx))
         return await self._batched(item, ctx)
 
-    def triage_for(self, ctx: StageContext) -> Triage | None:
+    def triage_for(self, ctx: RunView) -> Triage | None:
         """The run's triage (None when `analyze.by_value` is off: every candidate waits for the LLM)."""
         if not ctx.config.analyze.by_value:
             return None
@@ -76,7 +76,7 @@ class Analyze(Stage):
             self.triage = Triage(ctx.config.analyze.bound_share)
         return self.triage
 
-    async def _batched(self, item: Item, ctx: StageContext) -> StageResult:
+    async def _batched(self, item: Item, ctx: RunView) -> StageResult:
         """This item's report from a call shared with up to `analyze.batch - 1` others."""
         assert item.node is not None
         done: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
@@ -95,8 +95,8 @@ class Analyze(Stage):
         reports = split_reports(answer.text)
         text = reports.get(node.id)
         if text is None:
-            node.analysis = (f"# No analysis of node {node.id}\n_The batched analysis answer had no report "
-                             f"for it._\n")
+            AnalysisData.of(node).report = (f"# No analysis of node {node.id}\n_The batched analysis "
+                                            f"answer had no report for it._\n")
             node.artifacts[ANALYSIS_BY] = "nobody: the batched answer skipped it"
             return StageResult(node)
         share = len(reports) or 1  # the call's cost, shared by the candidates it reported on
@@ -105,7 +105,7 @@ class Analyze(Stage):
         node.tokens_out += answer.tokens_out // share
         return StageResult(_reported(node, answer, text, ctx))
 
-    def _send(self, ctx: StageContext) -> None:
+    def _send(self, ctx: RunView) -> None:
         """Ask for the reports of the batch gathered so far, in one call."""
         if self._timer is not None:
             self._timer.cancel()
@@ -129,7 +129,7 @@ def chosen(node_id: str, share: float) -> bool:
         return True
 
 
-async def analyze(item: Item, ctx: StageContext, triage: Triage | None = None) -> StageResult:
+async def analyze(item: Item, ctx: RunView, triage: Triage | None = None) -> StageResult:
     """Ask the LLM for a report on the item's evaluated candidate; a copy of its node comes back
     with the report, its lessons (when `analyze.write_back`) and the call's cost. With `triage`,
     a candidate the binding LLM cannot spare a slot for gets the deterministic summary instead."""
@@ -159,14 +159,14 @@ async def analyze(item: Item, ctx: StageContext, triage: Triage | None = None) -
     return StageResult(_reported(node, completion, completion.text, ctx))
 
 
-def _place(worth: Worth, ctx: StageContext) -> tuple[tuple[float, ...], int | None]:
+def _place(worth: Worth, ctx: RunView) -> tuple[tuple[float, ...], int | None]:
     """The call's rank among waiting analyses, and how many may wait (None, never refused: a new best)."""
     return worth.rank, (None if worth.kind == NEW_BEST else ctx.config.analyze.max_waiting)
 
 
 def _summarised(node: Node, messages: list[dict[str, str]]) -> Node:
     """The node with the deterministic summary for a report (no LLM call, no lessons)."""
-    node.analysis = summary_report(node, messages[-1]["content"])
+    AnalysisData.of(node).report = summary_report(node, messages[-1]["content"])
     node.artifacts[ANALYSIS_BY] = "the deterministic summary (no LLM: the LLM was busy)"
     AnalysisData.of(node).by = BY_SUMMARY
     return node
@@ -175,7 +175,7 @@ def _summarised(node: Node, messages: list[dict[str, str]]) -> Node:
 Answer = tuple["Completion | LLMError", list[LLMCall]]  # a batch's outcome and the call's trace
 
 
-async def _ask_batch(batch: list[tuple[Item, asyncio.Future[Answer]]], ctx: StageContext) -> None:
+async def _ask_batch(batch: list[tuple[Item, asyncio.Future[Answer]]], ctx: RunView) -> None:
     """One call for the batch's reports; every waiting candidate gets the answer (or the LLM's
     error); any other error is raised in every waiting stage run, so none waits for ever."""
     try:
@@ -199,20 +199,20 @@ async def _ask_batch(batch: list[tuple[Item, asyncio.Future[Answer]]], ctx: Stag
                 done.set_exception(exc)
 
 
-def _reported(node: Node, completion: Completion, text: str, ctx: StageContext) -> Node:
+def _reported(node: Node, completion: Completion, text: str, ctx: RunView) -> Node:
     """The node with the report `text` (of `completion`'s author) and its lessons."""
     sections, lessons = parse_analysis(text)
-    node.analysis = render_report(node, completion, sections, lessons)
+    AnalysisData.of(node).report = render_report(node, completion, sections, lessons)
     node.artifacts[ANALYSIS_BY] = answer_author(completion, "analyzer")
     AnalysisData.of(node).by = BY_LLM
     if ctx.config.analyze.write_back and lessons:
-        node.lessons = lessons
+        AnalysisData.of(node).lessons = lessons
         node.artifacts[LESSONS_BY] = answer_kind(completion)  # an LLM's reach the shared base
     return node
 
 
-def _failed(node: Node, ctx: StageContext, exc: LLMError) -> Node:
-    node.analysis = failed_report(node, ctx.analysis_llm or ctx.llm, exc)
+def _failed(node: Node, ctx: RunView, exc: LLMError) -> Node:
+    AnalysisData.of(node).report = failed_report(node, ctx.analysis_llm or ctx.llm, exc)
     node.artifacts[ANALYSIS_BY] = f"nobody: the analysis call failed ({exc})"
     return node
 

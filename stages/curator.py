@@ -19,7 +19,7 @@ from evoforge.infra.artifacts.playbook import tag_bullets
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import PROPOSED, Node
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import StageResult
 from evoforge.stages.population.item import Item
 from evoforge.stages.reflector import ReflectorData
@@ -43,7 +43,7 @@ class Curator(Research):
     data = CuratorData
     workers_like = "research"
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         result = await research(item, ctx)
         node, reflected = result.node, ReflectorData.peek(result.node)
         if node.failed_stage == "research":
@@ -70,7 +70,7 @@ class Curator(Research):
         return result
 
 
-def _applied_on(newest: Node, answer: object, ctx: StageContext) -> str | None:
+def _applied_on(newest: Node, answer: object, ctx: RunView) -> str | None:
     """The curator's answer applied to the newest playbook, or None when it does not apply there
     (then the delta stays on the playbook it was generated on)."""
     if not isinstance(answer, str):

@@ -26,8 +26,8 @@ from evoforge.infra.llm.types import LLMError
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED, PROPOSED, Node
 from evoforge.stages.evaluation.guardrails import GUARD, QUICK_TEST_PREFIX
-from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item
 from evoforge.stages.prompt_fit import FEEDBACK, Part, fit_to
@@ -136,17 +136,17 @@ class Debug(Stage):
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.guard.repair_attempts > 0
 
-    def skips(self, item: Item, ctx: StageContext) -> bool:
+    def skips(self, item: Item, ctx: RunView) -> bool:
         node = item.node
         return (node is None or classify_failure(node, ctx.task.artifact.names()) != CRASH
                 or len(RepairData.peek(node).attempts) >= ctx.config.guard.repair_attempts)
 
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         return await debug(item, ctx)
 
 
-async def debug(item: Item, ctx: StageContext) -> StageResult:
+async def debug(item: Item, ctx: RunView) -> StageResult:
     """Send a crashed candidate back to the engineer repaired, or pass the item on unchanged."""
     assert item.node is not None
     crashed = item.node

@@ -14,6 +14,7 @@ flow's task runner, by default), so the stage never blocks the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from evoforge.evaluators.cases import CaseOutcome
@@ -21,15 +22,17 @@ from evoforge.evaluators.evaluation import EvalOutcome
 from evoforge.infra import failure_reasons
 from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, REJECTED, SPECULATIVE, STALE, Node
 from evoforge.stages.debug import RepairData
+from evoforge.stages.engineer_data import EngineerData
 from evoforge.stages.evaluation.guardrails import GUARD, QUICK_TEST_PREFIX, static_violation
 from evoforge.stages.evaluation.job import EvalReport
-from evoforge.stages.evaluation.requests import request_for
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.requests import request_for
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import COMMIT, Admission, Stage, StageResult
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.novelty import EmbeddingSimilarity, novelty_rejection
 from evoforge.stages.population.repeats import EvalKey, knob_space, serve_repeat
 from evoforge.stages.population.staleness import DROP, REFLECT, decide
+from evoforge.stages.population.staleness_data import StalenessData
 from evoforge.stages.tuning.param_space import ParamSpace, SpaceError, hardcoded_values, parse_space
 from evoforge.stages.tuning.param_study import TrialOutcome, stored_default, study_name_of
 
@@ -43,14 +46,16 @@ class Engineer(Stage):
     default_workers, max_workers = 2, 8  # evaluations at once (engine.workers.engineer)
 
 
-    def admit(self, item: Item, ctx: StageContext) -> Admission:
+    def admit(self, item: Item, ctx: RunView) -> Admission:
         """The staleness policy, unless the item has just been through reflection or a repair."""
         node = item.node
         assert node is not None
         if item.reflected or RepairData.peek(node).attempts:
             return Admission()
         decision = decide(item, ctx.pool.v, ctx.history, ctx.config.staleness)
-        noted = node.copy(staleness=item.staleness(ctx.pool.v), reflection=decision.reason)
+        noted = node.copy()
+        noted.owned[StalenessData.owner] = StalenessData(staleness=item.staleness(ctx.pool.v),
+                                                         note=decision.reason)
         if decision.action == DROP:
             noted.status, noted.reason = STALE, failure_reasons.STALE
             return Admission(to=COMMIT, node=noted)
@@ -58,18 +63,18 @@ class Engineer(Stage):
             return Admission(to="reflect", node=noted)
         return Admission(node=noted)
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         return await engineer(item, ctx)
 
 
-def novelty_similarity(ctx: StageContext) -> EmbeddingSimilarity | None:
+def novelty_similarity(ctx: RunView) -> EmbeddingSimilarity | None:
     """The similarity `search.novelty_backend` names (None: the default MinHash)."""
     if ctx.config.search.novelty_backend == "embedding" and ctx.cognition is not None:
         return EmbeddingSimilarity(ctx.cognition.embedder)
     return None
 
 
-async def engineer(item: Item, ctx: StageContext) -> StageResult:
+async def engineer(item: Item, ctx: RunView) -> StageResult:
     """Evaluate the item's candidate; its node comes back with scores, or the reason it failed.
     A program evaluated before (or being evaluated) is served that result instead (a repeat)."""
     assert item.node is not None
@@ -85,13 +90,14 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
         node.status, node.failed_stage, node.error = FAILED, GUARD, f"parameter space: {exc}"
         node.reason = failure_reasons.GUARD
         return StageResult(node)
-    node.hardcoded = hardcoded_values(node.code, owned_knobs(item)) if ctx.task.is_python else []
+    EngineerData.of(node).hardcoded = (hardcoded_values(node.code, owned_knobs(item))
+                                       if ctx.task.is_python else [])
     node.params = space.defaults()
     level = ctx.task.search_level
     key = EvalKey.of(node.code, level, node.params)
     # a seed always runs; so does a resumed node whose own study holds its defaults' evaluation
     # (a copy of it proposed meanwhile must not take its place: its cut-off study goes on)
-    earlier = earlier_defaults(node, ctx) if space else None
+    earlier = await earlier_defaults(node, ctx) if space else None
     own = node.origin == "seed" or earlier is not None
     served = None if own else await ctx.repeats.claim(key)
     if served is not None:
@@ -104,7 +110,7 @@ async def engineer(item: Item, ctx: StageContext) -> StageResult:
     return StageResult(settled)
 
 
-async def _evaluate_new(item: Item, node: Node, space: ParamSpace, ctx: StageContext,
+async def _evaluate_new(item: Item, node: Node, space: ParamSpace, ctx: RunView,
                         earlier: TrialOutcome | None = None) -> Node:
     """The evaluation of a program no earlier node evaluated (unless too like a pool member)."""
     reason = None if node.origin == "seed" else (  # a failed seed is evaluated again on a rerun
@@ -127,22 +133,23 @@ async def _evaluate_new(item: Item, node: Node, space: ParamSpace, ctx: StageCon
     report = await ctx.evaluations.run(request, release)
     settled = settle_node(node, report, ctx.task.search_level)
     if space and settled.status == EVALUATED:
-        settled.score_default = settled.score(ctx.task.search_level)
+        EngineerData.of(settled).score_default = settled.score(ctx.task.search_level)
     return settled
 
 
-def earlier_defaults(node: Node, ctx: StageContext) -> TrialOutcome | None:
+async def earlier_defaults(node: Node, ctx: RunView) -> TrialOutcome | None:
     """The defaults' evaluation an earlier session of the run stored as its study's trial 0."""
     if ctx.optuna_url is None or not ctx.config.param_search.enabled:
         return None
-    earlier = stored_default(ctx.optuna_url, study_name_of(node.id))
+    earlier = await asyncio.to_thread(stored_default, ctx.optuna_url, study_name_of(node.id))  # off the loop
     return earlier if earlier is not None and earlier.value is not None else None
 
 
 def settle_from_study(node: Node, earlier: TrialOutcome, level: str) -> Node:
     """The node evaluated with its defaults by an earlier session (not evaluated again)."""
     setattr(node, f"score_{level}", earlier.value)
-    node.score_default, node.status, node.evaluated_at = earlier.value, EVALUATED, time.time()
+    EngineerData.of(node).score_default = earlier.value
+    node.status, node.evaluated_at = EVALUATED, time.time()
     node.eval_s += earlier.seconds
     node.eval_cpu_s += earlier.cpu_s or 0.0
     node.artifacts["defaults"] = "evaluated by an earlier session of the run (its study's trial 0)"

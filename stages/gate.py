@@ -12,7 +12,7 @@ from evoforge.evaluators.task_model import channel_of
 from evoforge.infra.failure_reasons import EVALUATION, GUARD
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED, REJECTED
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.rejections import Rejections
@@ -41,10 +41,10 @@ class Gate(Stage):
     def __init__(self, rejections: Rejections) -> None:
         self.rejections = rejections
 
-    def sinks(self, ctx: StageContext) -> Sequence[Sink]:
+    def sinks(self, ctx: RunView) -> Sequence[Sink]:
         return [RejectionMemory(self.rejections, self.name)]
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         assert item.node is not None
         node = item.node.copy()
         batch = RolloutData.peek(node)

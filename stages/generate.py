@@ -18,9 +18,9 @@ from evoforge.evaluators.task_model import channel_of
 from evoforge.infra.failure_reasons import EVALUATION
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.candidate import new_candidate
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
-from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item
 
 
@@ -70,7 +70,7 @@ class Generate(Stage):
     def __init__(self, position: StreamPosition | None = None) -> None:
         self.position = position or StreamPosition()
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         node = item.node.copy() if item.node is not None else new_candidate(item, ctx)
         channel = channel_of(ctx.task)
         mode, batch = ctx.config.ace.mode, ctx.config.ace.batch

@@ -1,10 +1,10 @@
 """Judge: an optional LLM judge that scores a fully evaluated candidate's code for quality and
-promise, in [0, 1], kept apart from the task score (`node.judge_score`).
+promise, in [0, 1], kept apart from the task score (`JudgeData.score`, stages/judge_data.py).
 
 The judge stage plug-in, on when `judge.weight > 0`. The pool blends the judge score into the
 selection fitness (stages/population/pool.py says how it is normalised); the raw task score stays in
 `score_full`. Without an LLM there is no judgement: the offline backend answers with no score and
-the node keeps `judge_score = None`. Every outcome is noted in `node.artifacts["judge"]`.
+the node's judge score stays None. Every outcome is noted in `node.artifacts["judge"]`.
 
 It is spliced in behind the engineer, like the Analyzer: whichever of the two the run lists later
 runs first, and it works with the Analyzer on or off (a splice behind a stage the run leaves out
@@ -16,13 +16,14 @@ from __future__ import annotations
 from evoforge.evaluators.task import Task
 from evoforge.infra.artifacts import ArtifactKind
 from evoforge.infra.config import RunConfig
+from evoforge.infra.llm.authorship import OFFLINE, answer_author, answer_kind
 from evoforge.infra.llm.scheduler import JUDGE
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.prompt_format import JUDGE_MARKER, parse_judge_score
-from evoforge.stages.pipeline.authorship import OFFLINE, answer_author, answer_kind
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.judge_data import JudgeData
 from evoforge.stages.pipeline.llm_call import ask_llm
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item
 from evoforge.stages.prompt_fit import METRICS, Part, fit_to
@@ -50,10 +51,10 @@ class Judge(Stage):
         return cfg.judge.weight > 0
 
 
-    def skips(self, item: Item, ctx: StageContext) -> bool:
+    def skips(self, item: Item, ctx: RunView) -> bool:
         return item.node is None or item.node.status != EVALUATED or ctx.pool.value(item.node) is None
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         return await judge(item, ctx)
 
 
@@ -86,13 +87,14 @@ def judge_messages(node: Node, task: Task, llm: object = None, max_tokens: int =
     return fit_to(llm, parts, max_tokens, strict=False).messages
 
 
-async def judge(item: Item, ctx: StageContext) -> StageResult:
+async def judge(item: Item, ctx: RunView) -> StageResult:
     """Ask the LLM for the candidate's judge score; a copy of its node comes back with the score
     (or None), a note saying who gave it, and the call's cost."""
     assert item.node is not None
     if item.node.status != EVALUATED or ctx.pool.value(item.node) is None:
         return StageResult(item.node)  # only evaluated candidates (at the search level) are judged
-    node = item.node.copy(judge_score=None)
+    node = item.node.copy()
+    JudgeData.of(node).score = None
     try:
         messages = judge_messages(node, ctx.task, ctx.llm, ctx.config.llm.max_tokens)
         completion = await ask_llm(ctx, node, messages, priority=JUDGE)
@@ -102,7 +104,7 @@ async def judge(item: Item, ctx: StageContext) -> StageResult:
     score = parse_judge_score(completion.text)
     author = answer_author(completion, "judge")
     if score is not None:
-        node.judge_score = score
+        JudgeData.of(node).score = score
         node.artifacts[JUDGE_NOTE] = f"{score * 10:.3g}/10 by {author}"
     elif answer_kind(completion) == OFFLINE:
         node.artifacts[JUDGE_NOTE] = "no score: the offline backend has no judgement of code quality"

@@ -19,9 +19,10 @@ from evoforge.cognition.knowledge import Knowledge
 from evoforge.cognition.store import CognitionBase
 from evoforge.infra.config import RunConfig
 from evoforge.infra.node_data import NodeData
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.analysis_data import AnalysisData
+from evoforge.stages.pipeline.candidate import new_candidate
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import Stage, StageResult
-from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item, ItemUpdate
 
 _MOTIVATION_CHARS, _NEXT_CHARS = 200, 300
@@ -41,14 +42,16 @@ def learn_query(item: Item, task_description: str) -> str:
     report on it, what to try next; without a report, the task's first words.
 
     >>> from evoforge.infra.nodes import Node
-    >>> parent = Node(id="p", run_id="r", code="", motivation="Bigger corner circles.",
-    ...               analysis="## What happened\nScore rose.\n## What to try next\nShrink the middle row.\n")
+    >>> from evoforge.stages.analysis_data import AnalysisData
+    >>> parent = Node(id="p", run_id="r", code="", motivation="Bigger corner circles.")
+    >>> AnalysisData.of(parent).report = (
+    ...     "## What happened\nScore rose.\n## What to try next\nShrink the middle row.\n")
     >>> learn_query(Item(v_i=0, parent=parent), "Pack 26 circles.")
     'Bigger corner circles.\nShrink the middle row.'
     """
     parent = item.parent
     tried = " ".join(parent.motivation.split())[:_MOTIVATION_CHARS]
-    found = _NEXT.search(parent.analysis)
+    found = _NEXT.search(AnalysisData.peek(parent).report)
     then = " ".join(found.group(1).split())[:_NEXT_CHARS] if found else " ".join(
         task_description.split())[:_NEXT_CHARS]
     return f"{tried}\n{then}".strip()
@@ -76,7 +79,7 @@ class Learn(Stage):
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.cognition.enabled
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         # the candidate's node is made here, so that its id names the item from the first stage on
         node = item.node.copy() if item.node is not None else new_candidate(item, ctx)
         if ctx.cognition is None:

@@ -16,9 +16,9 @@ from evoforge.evaluators.task_model import channel_of
 from evoforge.infra.config import RunConfig
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import PROPOSED, Node
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.candidate import new_candidate
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import Stage, StageResult
-from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.rollout import RolloutData
@@ -51,12 +51,12 @@ class Merge(Stage):
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.gepa.merge_every > 0
 
-    def skips(self, item: Item, ctx: StageContext) -> bool:
+    def skips(self, item: Item, ctx: RunView) -> bool:
         with self._lock:
             self._seen += 1
             return self._seen % ctx.config.gepa.merge_every != 0
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         node = item.node.copy() if item.node is not None else new_candidate(item, ctx)
         chosen = self._pair(item.parent, ctx.pool)
         if chosen is None:

@@ -5,6 +5,7 @@ knobs — change the structure, declare the numbers, let Optuna choose them."""
 from __future__ import annotations
 
 from evoforge.infra.nodes import Node
+from evoforge.stages.engineer_data import EngineerData
 from evoforge.stages.rounds.branches import Branch
 from evoforge.stages.tuning.param_study import TuningData
 
@@ -33,6 +34,7 @@ def tuned_line(node: Node) -> str | None:
         return None
     shown = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
                       for k, v in sorted(node.params.items()))
-    default = "" if node.score_default is None else f"; with its defaults it scored {node.score_default:.6g}"
+    score_default = EngineerData.peek(node).score_default
+    default = "" if score_default is None else f"; with its defaults it scored {score_default:.6g}"
     trials = TuningData.peek(node).trials_run
     return f"Knob values behind its score (chosen by Optuna over {trials} trials): {shown}{default}"

@@ -20,8 +20,9 @@ from typing import Any
 from evoforge.infra.config import RunConfig
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.runfiles import RunPaths, write_atomic
-from evoforge.stages.evaluation.requests import request_for
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.engineer_data import EngineerData
+from evoforge.stages.pipeline.requests import request_for
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item, ItemUpdate
 from evoforge.stages.sinks.base import Event, EventKind, Sink
@@ -53,11 +54,11 @@ class ParamSearch(Stage):
     def enabled(self, cfg: RunConfig) -> bool:
         return cfg.param_search.enabled
 
-    def sinks(self, ctx: StageContext) -> Sequence[Sink]:
+    def sinks(self, ctx: RunView) -> Sequence[Sink]:
         assert ctx.paths is not None and ctx.optuna_url is not None
         return [TrialFiles(ctx.paths, ctx.optuna_url, ctx.task.direction)]
 
-    def skips(self, item: Item, ctx: StageContext) -> bool:
+    def skips(self, item: Item, ctx: RunView) -> bool:
         node = item.node
         if node is None or node.status != EVALUATED or node.score(ctx.task.search_level) is None:
             return True
@@ -66,7 +67,7 @@ class ParamSearch(Stage):
         except SpaceError:
             return True
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         return await param_search(item, ctx)
 
 
@@ -118,7 +119,7 @@ def _hex(text: str) -> bool:
     return True
 
 
-async def param_search(item: Item, ctx: StageContext) -> StageResult:
+async def param_search(item: Item, ctx: RunView) -> StageResult:
     """Run (or continue) the node's study; its copy comes back with the best trial's numbers."""
     assert item.node is not None and ctx.optuna_url is not None
     node = item.node.copy()
@@ -136,7 +137,7 @@ async def param_search(item: Item, ctx: StageContext) -> StageResult:
         return TrialOutcome(outcome.score if outcome.ok else None, outcome.error,
                             outcome.seconds, outcome.cpu_s)
 
-    default = TrialOutcome(node.score_default, None, node.eval_s, node.eval_cpu_s or None)
+    default = TrialOutcome(EngineerData.peek(node).score_default, None, node.eval_s, node.eval_cpu_s or None)
     result = await run_study(space, settings_for(ctx.config, ctx.task.direction, node.id),
                              ctx.optuna_url, study_name_of(node.id), evaluate, default)
     node.eval_s += spent["seconds"]

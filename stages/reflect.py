@@ -6,43 +6,34 @@ here; kept and patched ones go back to the engineer, dropped ones to the commit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from evoforge.infra import failure_reasons
 from evoforge.infra.config import RunConfig
 from evoforge.infra.evolve_block import EditError
 from evoforge.infra.llm.scheduler import REFLECT
 from evoforge.infra.llm.types import LLMError
-from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import STALE
 from evoforge.infra.prompt_format import CURRENT_HEADER, REFLECT_MARKER, parse_decision
-from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
 from evoforge.stages.population.history import PoolHistory
 from evoforge.stages.population.item import Item, ItemUpdate
+from evoforge.stages.population.staleness_data import StalenessData
 from evoforge.stages.prompt_fit import INSPIRATION, Part, fit_to
+from evoforge.stages.reflect_data import ReflectData, ReflectOutcome
 from evoforge.stages.research_prompt import diff_rules
 
 _MAX_UPDATES = 5
 
 
-@dataclass
-class ReflectData(NodeData, owner="reflect"):
-    """What reflection did to a node's lineage: the parent it was designed on, when it was
-    patched onto the best program (its `parent_id` is then the best's)."""
-
-    patched_from: str | None = None
-
-
-def reflection_messages(item: Item, ctx: StageContext, history: PoolHistory) -> list[dict[str, str]]:
+def reflection_messages(item: Item, ctx: RunView, history: PoolHistory) -> list[dict[str, str]]:
     """The prompt: the candidate's change, the pool's updates since it was designed, the best,
     fitted to the LLM's context window (the oldest updates' parts go last, see prompt_fit)."""
     return fit_to(ctx.llm, reflection_parts(item, ctx, history), ctx.config.llm.max_tokens,
                   strict=False).messages
 
 
-def reflection_parts(item: Item, ctx: StageContext, history: PoolHistory) -> list[Part]:
+def reflection_parts(item: Item, ctx: RunView, history: PoolHistory) -> list[Part]:
     """The named parts of the reflection prompt, in order, each with its drop rank."""
     node, best, artifact = item.node, ctx.pool.best, ctx.task.artifact
     assert node is not None and best is not None
@@ -90,11 +81,11 @@ class Reflect(Stage):
         return cfg.staleness.policy == "reflective"
 
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         return await reflect(item, ctx, ctx.history)
 
 
-async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> StageResult:
+async def reflect(item: Item, ctx: RunView, history: PoolHistory) -> StageResult:
     """Keep, patch or drop `item` by asking the LLM; the decision is recorded on its node."""
     assert item.node is not None and ctx.pool.best is not None
     node, best = item.node.copy(), ctx.pool.best
@@ -103,25 +94,31 @@ async def reflect(item: Item, ctx: StageContext, history: PoolHistory) -> StageR
     try:
         completion = await ask_llm(ctx, node, messages, priority=REFLECT)
     except LLMError as exc:
-        node.reflection += f"; reflection call failed ({exc}): kept"
+        StalenessData.of(node).add(f"reflection call failed ({exc}): kept")
+        ReflectData.of(node).outcome = ReflectOutcome.CALL_FAILED
         return StageResult(node, updates=back)
     decision = parse_decision(completion.text)
     if decision == "drop":
-        node.status, node.reflection = STALE, node.reflection + "; reflection: dropped"
+        node.status = STALE
+        StalenessData.of(node).add("reflection: dropped")
+        ReflectData.of(node).outcome = ReflectOutcome.DROPPED
         node.reason = failure_reasons.STALE
         return StageResult(node, to=COMMIT, updates=back)
     if decision == "patch":
         try:
             code = ctx.task.artifact.apply(best.code, completion.text).code
         except EditError as exc:
-            node.reflection += f"; reflection: patch unusable ({exc}): kept"
+            StalenessData.of(node).add(f"reflection: patch unusable ({exc}): kept")
+            ReflectData.of(node).outcome = ReflectOutcome.UNUSABLE_PATCH
             return StageResult(node, updates=back)
-        ReflectData.of(node).patched_from = item.parent.id
+        reflected = ReflectData.of(node)
+        reflected.outcome, reflected.patched_from = ReflectOutcome.PATCHED, item.parent.id
         node.code, node.diff = code, ctx.task.artifact.diff(best.code, code)
         node.parent_id, node.pool_version = best.id, ctx.pool.v
-        node.reflection += f"; reflection: patched onto {best.id}"
+        StalenessData.of(node).add(f"reflection: patched onto {best.id}")
         rebased = ItemUpdate(reflected=True, parent=best, v_i=ctx.pool.v, tainted_by=None)
         return StageResult(node, updates=rebased)
     verdict = "kept" if decision == "keep" else "no decision in the answer: kept"
-    node.reflection += f"; reflection: {verdict}"
+    StalenessData.of(node).add(f"reflection: {verdict}")
+    ReflectData.of(node).outcome = ReflectOutcome.KEPT if decision == "keep" else ReflectOutcome.UNDECIDED
     return StageResult(node, updates=back)

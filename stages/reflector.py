@@ -22,8 +22,8 @@ from evoforge.infra.llm.types import LLMError
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED, Node
 from evoforge.stages.generate import GenerateData
-from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.llm_call import ask_llm
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
 from evoforge.stages.population.item import Item, ItemUpdate
 from evoforge.stages.prompt_fit import FEEDBACK, Part, fit_to
@@ -55,7 +55,7 @@ class Reflector(Stage):
     default_workers, max_workers = 8, 32
     workers_like = "research"
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         assert item.node is not None
         node = item.node.copy()
         messages = [{"role": "user", "content": reflector_prompt(item.parent.code, node, ctx)}]
@@ -78,7 +78,7 @@ class Reflector(Stage):
         return StageResult(node, updates=ItemUpdate(feedback="\n".join(feedback)))
 
 
-def reflector_prompt(playbook: str, node: Node, ctx: StageContext) -> str:
+def reflector_prompt(playbook: str, node: Node, ctx: RunView) -> str:
     """The Reflector's prompt: the playbook, then each trajectory of the generator's step, fitted
     to the LLM's context window (the last trajectories are left out first)."""
     channel = channel_of(ctx.task)
@@ -110,7 +110,7 @@ def _inputs(case: dict) -> str:
     return json.dumps(case, default=str)
 
 
-def _failed_feedback(playbook: str, node: Node, ctx: StageContext) -> list[str]:
+def _failed_feedback(playbook: str, node: Node, ctx: RunView) -> list[str]:
     channel = channel_of(ctx.task)
     lines = []
     for case_id in GenerateData.peek(node).cases:

@@ -14,13 +14,14 @@ from evoforge.infra.failure_reasons import PROMPT_TOO_LONG, answer_head
 from evoforge.infra.llm.factory import prefetch
 from evoforge.infra.llm.scheduler import PROPOSE, asking
 from evoforge.infra.llm.types import LLMError
+from evoforge.infra.llm_traces import trace_call
 from evoforge.infra.nodes import FAILED, PROPOSED, Node
-from evoforge.stages.pipeline.context import StageContext
-from evoforge.stages.pipeline.llm_call import trace_call
+from evoforge.stages.pipeline.candidate import new_candidate
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult, WorkerBounds
-from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item, ItemUpdate
 from evoforge.stages.prompt_fit import PromptTooLarge, fit_to
+from evoforge.stages.research_data import ResearchData
 from evoforge.stages.research_prompt import (
     ideas_used,
     inspirations_used,
@@ -49,11 +50,11 @@ class Research(Stage):
         bounds, extra = super().workers(cfg), prefetch(cfg)
         return WorkerBounds(bounds.initial + extra, bounds.low, bounds.high + extra) if extra else bounds
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         return await research(item, ctx)
 
 
-def branch_of(item: Item, ctx: StageContext) -> Branch | None:
+def branch_of(item: Item, ctx: RunView) -> Branch | None:
     """The plan branch the item was drawn for, as the current plan states it."""
     if item.branch is None or ctx.plan is None:
         return None
@@ -68,7 +69,7 @@ def declares_knobs(node: Node) -> bool:
         return False
 
 
-async def research(item: Item, ctx: StageContext) -> StageResult:
+async def research(item: Item, ctx: RunView) -> StageResult:
     """A proposed candidate for `item`, or a failed one with the reason (sent to the commit)."""
     node = item.node.copy() if item.node is not None else new_candidate(item, ctx)
     parts = research_parts(ctx.task, item.parent, item.inspirations, item.answer_format,
@@ -79,7 +80,7 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
         fitted = fit_to(ctx.llm, parts, ctx.config.llm.max_tokens)
     except PromptTooLarge as exc:
         return _fail(node, f"prompt too large: {exc}", PROMPT_TOO_LONG, ItemUpdate())
-    prompt, node.prompt_dropped = fitted.messages, fitted.dropped
+    prompt, ResearchData.of(node).prompt_dropped = fitted.messages, fitted.dropped
     inspirations = shown(item.inspirations, fitted.dropped, "inspiration ")
     knowledge = shown(item.knowledge, fitted.dropped, "knowledge K")
     started_at, start = time.time(), time.perf_counter()
@@ -108,9 +109,10 @@ async def research(item: Item, ctx: StageContext) -> StageResult:
         return _fail(node, f"unusable answer: {exc}", exc.reason, updates)
     node.code = code = applied.code
     node.motivation = without_used_line(applied.motivation)
-    node.inspirations_used = inspirations_used(completion.text, inspirations)
-    node.ideas_used = ideas_used(completion.text, knowledge)
-    node.origin = origin_of(node.ideas_used, knowledge, node.inspirations_used)
+    used = ResearchData.of(node)
+    used.inspirations_used = inspirations_used(completion.text, inspirations)
+    used.ideas_used = ideas_used(completion.text, knowledge)
+    node.origin = origin_of(used.ideas_used, knowledge, used.inspirations_used)
     node.diff = ctx.task.artifact.diff(item.parent.code, code)
     node.status = PROPOSED
     return StageResult(node, updates=updates)

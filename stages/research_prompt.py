@@ -18,6 +18,7 @@ from evoforge.infra.prompt_format import (
     FORMAT_REWRITE,
     render_feedback_section,
 )
+from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.mutation_contract import CONTRACT, branch_section, tuned_line
 from evoforge.stages.prompt_fit import (
     ANALYSIS,
@@ -183,8 +184,8 @@ def research_parts(
     if parent.motivation.strip():
         parts.append(Part("parent motivation", f"How it came about: {parent.motivation.strip()[:600]}",
                           ANALYSIS))
-    if parent.analysis.strip():
-        analysis = parent.analysis.strip()
+    analysis = AnalysisData.peek(parent).report.strip()
+    if analysis:
         parts.append(Part("parent analysis",
                           f"### What the Analyzer found about the parent\n{analysis[:_ANALYSIS_CHARS]}",
                           ANALYSIS, short=f"### What the Analyzer found about the parent\n{analysis[:300]}"))

@@ -15,9 +15,9 @@ from evoforge.evaluators.task_model import FEEDBACK_ARTIFACT, channel_of
 from evoforge.infra.failure_reasons import EVALUATION
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.candidate import new_candidate
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult
-from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item, ItemUpdate
 from evoforge.stages.population.rejections import Rejections
 
@@ -45,7 +45,7 @@ class Rollout(Stage):
     def __init__(self, rejections: Rejections) -> None:
         self.rejections = rejections
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         node = item.node.copy() if item.node is not None else new_candidate(item, ctx)
         channel = channel_of(ctx.task)
         pool = channel.module.ids("train") or channel.module.ids("val")

@@ -22,10 +22,11 @@ from evoforge.infra.config import RunConfig
 from evoforge.infra.nodes import EVALUATED, PROPOSED, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.offline.backend import OfflineBackend
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.analysis_data import AnalysisData
+from evoforge.stages.pipeline.candidate import new_candidate
 from evoforge.stages.pipeline.pipeline import Pipeline
+from evoforge.stages.pipeline.run_view import ReleaseChannel, RunView
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult, WorkerBounds
-from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item
 from evoforge.stages.sinks.hub import SinkHub
 from evoforge.stages.sinks.node_db import NodeDatabase
@@ -55,7 +56,7 @@ class FakeResearch(Stage):
     def workers(self, cfg: RunConfig) -> WorkerBounds:
         return WorkerBounds(self.n, 1, self.high or self.n)
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         node = new_candidate(item, ctx)
         self.log.add("start", self.name, node.id)
         if self.observe is not None:
@@ -83,7 +84,7 @@ class FakeEngineer(Stage):
     def workers(self, cfg: RunConfig) -> WorkerBounds:
         return WorkerBounds(self.n, 1, max(self.n, 4))
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         assert item.node is not None
         self.count += 1
         self.log.add("start", self.name, item.node.id)
@@ -106,10 +107,12 @@ class NoteAnalysis(Stage):
     def __init__(self, log: Log):
         self.log = log
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         assert item.node is not None
         self.log.add("start", self.name, item.node.id)
-        return StageResult(item.node.copy(analysis=f"analysed {item.node.id} ({item.node.status})"))
+        node = item.node.copy()
+        AnalysisData.of(node).report = f"analysed {item.node.id} ({item.node.status})"
+        return StageResult(node)
 
 
 class Failing(Stage):
@@ -117,7 +120,7 @@ class Failing(Stage):
 
     name = "engineer"
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         raise RuntimeError("never")
 
 
@@ -157,7 +160,9 @@ def pipeline_of(stages: Sequence[Stage]) -> Pipeline:
 
 def make_harness(tmp_path: Path, stages: Sequence[Stage], max_evals: int = 12,
                  policy: Policy | None = None, controller: AdaptiveController | None = None,
-                 config: dict | None = None, store: NodeStore | None = None) -> Harness:
+                 config: dict | None = None, store: NodeStore | None = None,
+                 view: dict[str, Any] | None = None) -> Harness:
+    """A harness over `stages`; `view`: fields of the run's view to set (it cannot change later)."""
     cfg = RunConfig.model_validate({"budget": {"max_evals": max_evals}, **(config or {})})
     seed = Node(id="seed", run_id="r", code=TASK.initial_code, status=EVALUATED, score_full=1.0,
                 origin="seed", evaluated_at=0.5)
@@ -167,8 +172,9 @@ def make_harness(tmp_path: Path, stages: Sequence[Stage], max_evals: int = 12,
     hub = SinkHub([NodeDatabase(store)])
     hub.start()
     head = Head(state, hub, cfg.staleness.policy)
-    ctx = StageContext("r", TASK, cfg, OfflineBackend(), state.pool, state.sampler, random.Random(0),
-                       SandboxLimits(), tmp_path, history=state.history, repeats=state.repeats)
+    ctx = RunView("r", TASK, cfg, OfflineBackend(), state.pool, state.sampler, random.Random(0),
+                  SandboxLimits(), tmp_path, history=state.history, rounds=state.rounds, shares=state.shares,
+                  release=ReleaseChannel(), repeats=state.repeats, **(view or {}))
     stop = asyncio.Event()
     engine = Engine(ctx, head, Budget(cfg.budget, state.stats), pipeline_of(stages), StageCalls(ctx),
                     stop, policy, controller)

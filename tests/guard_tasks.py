@@ -14,8 +14,14 @@ from evoforge.infra.evolve_block import split_program
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.stages.engineer import engineer
-from evoforge.stages.evaluation.job import EvalReport, EvalRequest, EvaluationRunner, Release
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.evaluation.job import (
+    EvalReport,
+    EvalRequest,
+    EvaluationRunner,
+    InlineEvaluations,
+    Release,
+)
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample import make_sampler
@@ -94,16 +100,14 @@ class NoSandbox(EvaluationRunner):
 
 
 def make_ctx(task: Task, scratch: Path, llm=None, evaluations: EvaluationRunner | None = None,
-             **guard) -> StageContext:
+             **guard) -> RunView:
     """A stage context for `task` with an empty pool; `guard` sets `guard.*` keys."""
     cfg = RunConfig()
     for key, value in guard.items():
         setattr(cfg.guard, key, value)
-    ctx = StageContext("r", task, cfg, llm or OfflineBackend(), Pool(), make_sampler(cfg.search),
-                       random.Random(0), SandboxLimits(timeout_s=task.timeout_s), scratch)
-    if evaluations is not None:
-        ctx.evaluations = evaluations
-    return ctx
+    return RunView("r", task, cfg, llm or OfflineBackend(), Pool(), make_sampler(cfg.search),
+                   random.Random(0), SandboxLimits(timeout_s=task.timeout_s), scratch,
+                   evaluations=evaluations or InlineEvaluations())
 
 
 def candidate_item(task: Task, code: str) -> Item:
@@ -113,7 +117,7 @@ def candidate_item(task: Task, code: str) -> Item:
                 node=Node(id="cand", run_id="r", code=code, parent_id="seed", motivation="an idea"))
 
 
-def engineered(item: Item, ctx: StageContext) -> Node:
+def engineered(item: Item, ctx: RunView) -> Node:
     """Run the engineer stage on `item` and apply its result, as the engine does."""
     result = asyncio.run(engineer(item, ctx))
     item.apply(result.node, result.updates)

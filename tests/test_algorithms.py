@@ -168,9 +168,9 @@ ONE = ("class {cls}(Algorithm):\n    name, about, kinds = '{name}', 'x', {kinds}
     (ONE.format(cls="A", name="a", kinds="('program',)") + ONE.format(cls="B", name="b", kinds="()"),
      "defines 2 Algorithm subclasses (A, B), not one"),
     (ONE.format(cls="A", name="a", kinds="('prompt',)"),
-     "A.kinds: 'prompt' is not an artifact kind (kinds: program, files, text, playbook)"),
+     "A.kinds: 'prompt' is not an artifact kind (kinds: program, files, playbook, text)"),
     (ONE.format(cls="A", name="a", kinds="()"),
-     "A.kinds: names no kind (kinds: program, files, text, playbook)"),
+     "A.kinds: names no kind (kinds: program, files, playbook, text)"),
     ("class A(Algorithm):\n    kinds = ('program',)\n    def pipeline(self): ...\n", "A sets no name"),
     ("raise RuntimeError('boom')\n", "cannot load it (RuntimeError: boom)"),
 ])

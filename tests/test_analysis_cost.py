@@ -14,6 +14,7 @@ from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.llm_traces import recording
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.infra.prompt_format import split_analysis_requests
+from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.analyze import ANALYSIS_BY, Analyze, chosen
 from evoforge.stages.population.item import Item
 from tests.helpers import read_nodes, read_status
@@ -68,8 +69,9 @@ def test_a_batch_of_candidates_is_analysed_in_one_call_with_a_report_each():
     assert llm.calls == [3]  # one call for the three, well before the 30 s wait: the batch was full
     for item, (result, _) in zip(items, results, strict=True):
         node = result.node
-        assert node.analysis.startswith(f"# Offline analysis of node {item.node.id}")
-        assert "## What happened" in node.analysis and node.artifacts[ANALYSIS_BY].startswith("the offline")
+        report = AnalysisData.peek(node).report
+        assert report.startswith(f"# Offline analysis of node {item.node.id}")
+        assert "## What happened" in report and node.artifacts[ANALYSIS_BY].startswith("the offline")
     traced = [calls for _, calls in results if calls]
     assert len(traced) == 1 and len(traced[0]) == 1  # the one call traced once, on one candidate
     total = sum(r.node.llm_s for r, _ in results)
@@ -86,7 +88,7 @@ def test_a_batch_that_does_not_fill_is_sent_after_its_wait():
         return await asyncio.gather(*(stage.run(item, ctx) for item in items))
 
     results = asyncio.run(asyncio.wait_for(run_all(), 10))
-    assert llm.calls == [2] and all("## What happened" in r.node.analysis for r in results)
+    assert llm.calls == [2] and all("## What happened" in AnalysisData.peek(r.node).report for r in results)
 
 
 def test_a_bug_in_a_batch_fails_its_candidates_instead_of_leaving_them_waiting(monkeypatch):
@@ -120,7 +122,7 @@ def test_analysis_goes_to_its_own_endpoint_and_research_to_the_runs(tmp_path):
                      "--config", str(config), "--llm-base-url", research_llm.base_url, "--max-evals", "8",
                      "--no-mlflow", "--quiet"]) == 0
         asked = {"research": research_llm.stats()["completed"], "analysis": analysis_llm.stats()["completed"]}
-    analysed = [n for n in read_nodes(run_dir) if "## What happened" in n.analysis]
+    analysed = [n for n in read_nodes(run_dir) if "## What happened" in AnalysisData.peek(n).report]
     designs = [n for n in read_nodes(run_dir) if n.origin != "seed"]
     assert analysed and asked["analysis"] == len(analysed)  # every analysis call went to its endpoint
     assert asked["research"] == len(designs)  # and only the research calls to the run's

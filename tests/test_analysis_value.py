@@ -23,12 +23,13 @@ from evoforge.stages.analysis_value import (
     Triage,
 )
 from evoforge.stages.analyze import Analyze
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.population.stats import RunStats
 from evoforge.stages.reports.run_report import analyses_section
 from evoforge.stages.reports.status import status_dict
+from evoforge.stages.rounds.plan_data import PlanData
 from evoforge.stages.sample import make_sampler
 from tests.scripted_llm import Scripted
 
@@ -37,7 +38,7 @@ ANSWER = "## What changed\nx\n## What happened\ny\n## Why it likely happened\nz\
          "## Lessons\n- Keep the layout symmetric.\n"
 
 
-def _ctx(llm, cfg: RunConfig | None = None) -> tuple[StageContext, Node]:
+def _ctx(llm, cfg: RunConfig | None = None) -> tuple[RunView, Node]:
     """A pool of the seed (1.0) and a best (1.2)."""
     seed = Node(id="seed", run_id="r", code=TASK.initial_code, status=EVALUATED, score_full=1.0)
     best = Node(id="best", run_id="r", code=TASK.initial_code + "\n", status=EVALUATED, score_full=1.2)
@@ -45,7 +46,7 @@ def _ctx(llm, cfg: RunConfig | None = None) -> tuple[StageContext, Node]:
     pool.add(seed)
     pool.add(best)
     cfg = cfg or RunConfig()
-    return StageContext("r", TASK, cfg, llm, pool, make_sampler(cfg.search), random.Random(0),
+    return RunView("r", TASK, cfg, llm, pool, make_sampler(cfg.search), random.Random(0),
                         SandboxLimits(), Path(".")), seed
 
 
@@ -68,7 +69,7 @@ async def _bound(scheduler: Scheduler) -> None:
     await waiter
 
 
-def _run(stage: Analyze, item: Item, ctx: StageContext, bind: bool) -> Node:
+def _run(stage: Analyze, item: Item, ctx: RunView, bind: bool) -> Node:
     async def go() -> Node:
         scheduler = ctx.llm.scheduler
         if bind:
@@ -81,7 +82,7 @@ def _run(stage: Analyze, item: Item, ctx: StageContext, bind: bool) -> Node:
     return asyncio.run(go())
 
 
-def _seen_before(triage: Triage, ctx: StageContext, parent: Node) -> None:
+def _seen_before(triage: Triage, ctx: RunView, parent: Node) -> None:
     """Earlier candidates on island 0 that moved the score more than 0.1 (none failed)."""
     for i in range(6):
         triage.worth(_item(parent, f"early{i}", 1.19), ctx)
@@ -95,7 +96,7 @@ def test_with_slack_every_candidate_is_analysed_by_the_llm():
     node = _run(stage, _item(seed), ctx, bind=False)
     assert len(backend.prompts) == 1
     assert AnalysisData.peek(node).by == BY_LLM and AnalysisData.peek(node).worth == "slack"
-    assert node.lessons == ["Keep the layout symmetric."]
+    assert AnalysisData.peek(node).lessons == ["Keep the layout symmetric."]
 
 
 def test_when_the_llm_binds_a_candidate_with_nothing_new_gets_the_summary():
@@ -106,8 +107,8 @@ def test_when_the_llm_binds_a_candidate_with_nothing_new_gets_the_summary():
     node = _run(stage, _item(seed), ctx, bind=True)
     assert backend.prompts == []  # no LLM call
     assert AnalysisData.peek(node).by == BY_SUMMARY
-    assert node.analysis.startswith("# Summary of node cand (no LLM)")
-    assert "## What happened" in node.analysis and node.lessons == []
+    assert AnalysisData.peek(node).report.startswith("# Summary of node cand (no LLM)")
+    assert "## What happened" in AnalysisData.peek(node).report and AnalysisData.peek(node).lessons == []
     assert "deterministic summary" in node.artifacts["analysis_by"]
 
 
@@ -161,7 +162,7 @@ def test_candidates_are_ranked_by_what_they_can_teach():
     failure = triage.worth(_item(seed, "fail", None, status=FAILED, error="timed out after 10 s"), ctx)
     same_failure = triage.worth(_item(seed, "fail2", None, status=FAILED, error="timed out after 12 s"), ctx)
     island = triage.worth(_item(seed, "isl", 1.1, island=3), ctx)
-    branch = triage.worth(_item(seed, "br", 1.1, branch="b7"), ctx)
+    branch = triage.worth(_item(seed, "br", 1.1, owned={"plan": PlanData(branch="b7")}), ctx)
     dull = triage.worth(_item(seed, "dull", 1.1), ctx)
     assert (best.kind, big.kind, failure.kind) == (NEW_BEST, LARGE_CHANGE, NEW_FAILURE)
     assert same_failure.kind is None and dull.kind is None

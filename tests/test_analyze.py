@@ -27,10 +27,11 @@ from evoforge.infra.prompt_format import (
     parse_comparison,
 )
 from evoforge.stages.algorithms import asi_evolve
+from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.analysis_prompt import analysis_messages, classify_error
 from evoforge.stages.analyze import ANALYSIS_BY, Analyze, analyze
 from evoforge.stages.debug import RepairData
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample import make_sampler
@@ -61,7 +62,15 @@ A smaller ring leaves room for the outer circles.
 """
 
 
-def _setup(backend, cfg: RunConfig | None = None, **node_fields) -> tuple[Item, StageContext]:
+def _report(node: Node) -> str:
+    return AnalysisData.peek(node).report
+
+
+def _lessons(node: Node) -> list[str]:
+    return AnalysisData.peek(node).lessons
+
+
+def _setup(backend, cfg: RunConfig | None = None, **node_fields) -> tuple[Item, RunView]:
     """A pool of seed (1.0) and best (1.2), and an evaluated candidate on the seed (1.1 unless told)."""
     seed = Node(id="seed", run_id="r", code=TASK.initial_code, status=EVALUATED, score_full=1.0,
                 metrics={"combined_score": 1.0, "sum_radii": 2.0})
@@ -71,7 +80,7 @@ def _setup(backend, cfg: RunConfig | None = None, **node_fields) -> tuple[Item, 
     pool.add(seed)
     pool.add(best)
     cfg = cfg or RunConfig()
-    ctx = StageContext("r", TASK, cfg, backend, pool, make_sampler(cfg.search), random.Random(0),
+    ctx = RunView("r", TASK, cfg, backend, pool, make_sampler(cfg.search), random.Random(0),
                        SandboxLimits(), Path("."))
     code = TASK.initial_code.replace("0.45", "0.44", 1)
     attempts = node_fields.pop("attempts", None)
@@ -85,7 +94,7 @@ def _setup(backend, cfg: RunConfig | None = None, **node_fields) -> tuple[Item, 
     return item, ctx
 
 
-def _prompt(item: Item, ctx: StageContext) -> str:
+def _prompt(item: Item, ctx: RunView) -> str:
     return analysis_messages(item, ctx)[-1]["content"]
 
 
@@ -195,14 +204,14 @@ def test_analyze_writes_the_report_and_lessons_on_a_copy_of_the_node():
     before = item.node
     result = asyncio.run(analyze(item, ctx))
     node = result.node
-    assert node is not before and before.analysis == "" and before.lessons == [] and before.tokens_in == 10
+    assert node is not before and _report(before) == "" and _lessons(before) == [] and before.tokens_in == 10
     assert result.to is None
-    assert node.analysis.startswith("# LLM analysis of node cand\n_Written by an LLM (openai backend, "
+    assert _report(node).startswith("# LLM analysis of node cand\n_Written by an LLM (openai backend, "
                                     "model scripted-model)._")
     for name in ANALYSIS_SECTIONS:
-        assert f"## {name}" in node.analysis
-    assert "A smaller ring leaves room" in node.analysis and "Here you go." in node.analysis
-    assert node.lessons == ["Tightening the layout's inner ring frees room for the outer circles.",
+        assert f"## {name}" in _report(node)
+    assert "A smaller ring leaves room" in _report(node) and "Here you go." in _report(node)
+    assert _lessons(node) == ["Tightening the layout's inner ring frees room for the outer circles.",
                             "Numeric edits near the current value move the score only a little."]
     assert node.tokens_in == 110 and node.tokens_out == 20 and node.llm_s == 1.5
     assert node.artifacts[ANALYSIS_BY].startswith("an LLM")
@@ -212,7 +221,7 @@ def test_analyze_writes_the_report_and_lessons_on_a_copy_of_the_node():
 def test_without_write_back_the_lessons_stay_in_the_report_only():
     item, ctx = _setup(Scripted(WELL_FORMED), RunConfig(analyze=AnalyzeConfig(write_back=False)))
     node = asyncio.run(analyze(item, ctx)).node
-    assert node.lessons == [] and "- Tightening the layout's inner ring" in node.analysis
+    assert _lessons(node) == [] and "- Tightening the layout's inner ring" in _report(node)
 
 
 def test_a_candidate_never_evaluated_is_passed_over_without_a_call():
@@ -220,36 +229,36 @@ def test_a_candidate_never_evaluated_is_passed_over_without_a_call():
     item, ctx = _setup(backend, status=REJECTED, score_full=None, evaluated_at=None,
                        error="rejected before evaluation: duplicate")
     result = asyncio.run(analyze(item, ctx))
-    assert result.node is item.node and result.node.analysis == "" and backend.prompts == []
+    assert result.node is item.node and _report(result.node) == "" and backend.prompts == []
 
 
 def test_a_failed_call_leaves_an_analysis_saying_so_and_keeps_the_candidate():
     item, ctx = _setup(Scripted(None))
     node = asyncio.run(analyze(item, ctx)).node
-    assert node.analysis.startswith("# No analysis of node cand\n")
-    assert "analysis call to the scripted backend (model scripted-model) failed" in node.analysis
-    assert "HTTP 500 after 3 attempts" in node.analysis
-    assert node.status == EVALUATED and node.score_full == 1.1 and node.lessons == []
+    assert _report(node).startswith("# No analysis of node cand\n")
+    assert "analysis call to the scripted backend (model scripted-model) failed" in _report(node)
+    assert "HTTP 500 after 3 attempts" in _report(node)
+    assert node.status == EVALUATED and node.score_full == 1.1 and _lessons(node) == []
     assert node.llm_s >= 1.0
 
 
 def test_the_offline_analyzer_is_labelled_and_computed_from_the_comparison():
     item, ctx = _setup(OfflineBackend())
     node = asyncio.run(analyze(item, ctx)).node
-    assert node.analysis.startswith("# Offline analysis of node cand\n")
-    assert "_Written by the offline analyzer (no LLM" in node.analysis and "an LLM (" not in node.analysis
-    assert "Offline analyzer (no LLM): a mechanical report" in node.analysis
-    assert "better than its parent (seed, score 1; delta +0.1 (+10.0%))" in node.analysis
-    assert "worse than the pool's best" in node.analysis and "smaller ring" in node.analysis
-    assert node.lessons == []  # nothing mechanical generalises from a plain improvement
+    assert _report(node).startswith("# Offline analysis of node cand\n")
+    assert "_Written by the offline analyzer (no LLM" in _report(node) and "an LLM (" not in _report(node)
+    assert "Offline analyzer (no LLM): a mechanical report" in _report(node)
+    assert "better than its parent (seed, score 1; delta +0.1 (+10.0%))" in _report(node)
+    assert "worse than the pool's best" in _report(node) and "smaller ring" in _report(node)
+    assert _lessons(node) == []  # nothing mechanical generalises from a plain improvement
 
 
 def test_the_offline_analyzer_draws_a_lesson_from_a_clear_error_class():
     item, ctx = _setup(OfflineBackend(), status=FAILED, score_full=None, failed_stage="engineer",
                        error="timed out after 10.0 s")
     node = asyncio.run(analyze(item, ctx)).node
-    assert "It failed (timeout): timed out after 10.0 s" in node.analysis
-    assert len(node.lessons) == 1 and "time limit" in node.lessons[0]
+    assert "It failed (timeout): timed out after 10.0 s" in _report(node)
+    assert len(_lessons(node)) == 1 and "time limit" in _lessons(node)[0]
 
 
 def test_over_the_simulator_an_analysis_prompt_gets_a_structured_simulated_answer():
@@ -263,12 +272,12 @@ def test_over_the_simulator_an_analysis_prompt_gets_a_structured_simulated_answe
 
     with SimulatorProcess(SimConfig(median_s=0.01, sigma=0.0, slots=2, seed=5)) as sim:
         node = asyncio.run(run(sim))
-    assert node.analysis.startswith("# Simulated analysis of node cand\n")
-    assert "_Written by the LLM simulator (evoforge llm-sim, model evoforge-sim): simulated" in node.analysis
-    assert "an LLM (" not in node.analysis
-    assert "Simulated answer (evoforge llm-sim, no real LLM): a seeded analysis" in node.analysis
-    assert "_(not in the answer)_" not in node.analysis
-    assert 1 <= len(node.lessons) <= 3 and node.tokens_in > 0 and node.tokens_out > 0
+    assert _report(node).startswith("# Simulated analysis of node cand\n")
+    assert "_Written by the LLM simulator (evoforge llm-sim, model evoforge-sim): simulated" in _report(node)
+    assert "an LLM (" not in _report(node)
+    assert "Simulated answer (evoforge llm-sim, no real LLM): a seeded analysis" in _report(node)
+    assert "_(not in the answer)_" not in _report(node)
+    assert 1 <= len(_lessons(node)) <= 3 and node.tokens_in > 0 and node.tokens_out > 0
 
 
 def test_the_stage_declares_its_place_and_switch():

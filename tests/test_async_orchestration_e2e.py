@@ -16,7 +16,9 @@ from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, FAILED, PRUNED, REJECTED, ROLLED_BACK, STALE
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.timeline import read_timeline
-from evoforge.stages.reflect import ReflectData
+from evoforge.stages.population.repeat_data import RepeatData
+from evoforge.stages.population.staleness_data import StalenessData
+from evoforge.stages.reflect_data import ReflectData, ReflectOutcome
 from tests.helpers import prefect_run_of, read_nodes, read_status
 
 pytestmark = pytest.mark.slow
@@ -40,9 +42,10 @@ def test_guarded_drops_stale_items_and_says_why(tmp_path):
     nodes = read_nodes(run_dir)
     stale = [n for n in nodes if n.status == STALE]
     assert stale, "with max_staleness 0 some items must arrive after a new best"
-    assert all(n.staleness > 0 and "guarded: dropped" in n.reflection for n in stale)
+    assert all(StalenessData.peek(n).staleness > 0 and "guarded: dropped" in StalenessData.peek(n).note
+               for n in stale)
     passed = [n for n in nodes if n.status == EVALUATED and n.origin != "seed"]
-    assert all("guarded: passed" in n.reflection for n in passed)
+    assert all("guarded: passed" in StalenessData.peek(n).note for n in passed)
     assert sum(n.was_evaluated for n in nodes) == 40
     assert read_status(run_dir)["dropped_stale"] == len(stale)
 
@@ -52,7 +55,8 @@ def _reached_engineer(node) -> bool:
     onto the best can rebuild a program the run already has): each means it was not dropped."""
     if node.status == REJECTED:
         return node.failed_stage == "engineer" and (
-            node.repeat_of is not None or (node.error or "").startswith("rejected before evaluation"))
+            RepeatData.peek(node).repeat_of is not None
+            or (node.error or "").startswith("rejected before evaluation"))
     return node.status in (EVALUATED, FAILED)
 
 
@@ -72,10 +76,15 @@ def test_reflective_reflects_over_http_and_records_each_decision(tmp_path):
     nodes = read_nodes(run_dir)
     by_id = {n.id: n for n in nodes}
     status = read_status(run_dir)
-    reflected = [n for n in nodes if "reflection:" in n.reflection]
+    outcomes = {n.id: ReflectData.peek(n).outcome for n in nodes}
+    reflected = [n for n in nodes if outcomes[n.id] is not None and outcomes[n.id].decided]
     assert reflected and status["reflected"] == len(reflected)
+    assert status["patched"] == sum(o == ReflectOutcome.PATCHED for o in outcomes.values())
     for node in reflected:  # the decision recorded on each node is what happened to it
-        verdict = node.reflection.rsplit("reflection: ", 1)[1]
+        verdict = StalenessData.peek(node).note.rsplit("reflection: ", 1)[1]
+        assert verdict.split(" ")[0] == {ReflectOutcome.DROPPED: "dropped", ReflectOutcome.PATCHED: "patched",
+                                         ReflectOutcome.UNUSABLE_PATCH: "patch", ReflectOutcome.KEPT: "kept",
+                                         ReflectOutcome.UNDECIDED: "no"}[outcomes[node.id]], verdict
         if verdict == "dropped":
             assert node.status == STALE and not node.was_evaluated, (node.id, node.status)
         elif verdict.startswith("patched onto "):  # its idea re-applied to the best: a new parent
@@ -84,11 +93,11 @@ def test_reflective_reflects_over_http_and_records_each_decision(tmp_path):
             assert node.diff == Program().diff(by_id[onto].code, node.code), node.id
             assert ReflectData.peek(node).patched_from not in (None, onto), (node.id, node.owned)
         else:  # kept: evaluated as it was designed, on the parent it was designed on
-            assert verdict.endswith("kept"), node.reflection
+            assert verdict.endswith("kept"), StalenessData.peek(node).note
             assert _reached_engineer(node), (node.id, node.status)
             assert ReflectData.peek(node).patched_from is None, node.id
             assert node.diff == Program().diff(by_id[node.parent_id].code, node.code), node.id
-    patched = [n for n in reflected if "patched onto" in n.reflection]
+    patched = [n for n in reflected if "patched onto" in StalenessData.peek(n).note]
     assert status["patched"] == len(patched)
     assert status["wasted_llm_s"] == pytest.approx(
         sum(n.llm_s for n in nodes if n.status in (STALE, ROLLED_BACK)), abs=0.01)

@@ -132,7 +132,7 @@ BAD_INPUTS = [
      "research, engineer, debug, param_search, judge, analyze, reflect"),
     ("--workers zero", "run {t}/good --workers engineer=0", "--workers: takes stage=count pairs"),
     ("--mode unknown", "run {t}/good --mode turbo", "--mode: invalid choice: 'turbo'"),
-    ("--sampler unknown", "run {t}/good --sampler ucb", "--sampler: Input should be"),
+    ("--sampler unknown", "run {t}/good --sampler ucb", "search.sampler (--sampler): unknown sampler 'ucb'"),
     ("--staleness unknown", "run {t}/good --staleness none", "--staleness: invalid choice"),
     ("--executor unknown", "run {t}/good --executor gpu", "--executor: invalid choice"),
     ("--alpha-spec over 1", "run {t}/good --alpha-spec 2", "--alpha-spec: Input should be less"),

@@ -9,6 +9,7 @@ import pytest
 from evoforge.flows.cli import main
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED
+from evoforge.stages.rounds.plan_data import node_branch
 from tests.helpers import read_nodes, read_status
 
 pytestmark = pytest.mark.slow
@@ -30,7 +31,7 @@ def test_a_short_digits_run_over_the_simulator_leaves_plan_trials_leaderboard_an
     tuned = [n for n in nodes if n.status == EVALUATED]
     assert tuned and all((run_dir / "param_trials" / f"{n.id}.json").is_file() for n in tuned)
     designs = [n for n in nodes if n.origin != "seed"]
-    assert designs and all(n.backend == "openai" and n.branch for n in designs)
+    assert designs and all(n.backend == "openai" and node_branch(n) for n in designs)
     assert any("make_pipeline(" in n.code and n.code != nodes[0].code for n in designs)
     status = read_status(run_dir)
     assert status["best_level"] == "full" and 0.85 < status["best_score"] <= 1.0

@@ -113,8 +113,8 @@ def _engineer_meeting_a_full_disk(log: Log, path: Path, at: int) -> FakeEngineer
 def test_a_full_disk_in_the_run_folder_met_inside_a_stage_stops_the_run_and_fails_no_node(tmp_path):
     log = Log()
     engineer = _engineer_meeting_a_full_disk(log, tmp_path / "optuna.db", at=3)
-    h = make_harness(tmp_path, [FakeResearch(log, 0.01), engineer], max_evals=50)
-    h.engine.ctx.paths = RunPaths(tmp_path)
+    h = make_harness(tmp_path, [FakeResearch(log, 0.01), engineer], max_evals=50,
+                     view={"paths": RunPaths(tmp_path)})
     with pytest.raises(EngineFailure) as stopped:
         asyncio.run(h.run(limit_s=20))
     assert isinstance(stopped.value.__cause__, DiskFull)
@@ -128,8 +128,8 @@ def test_a_full_disk_outside_the_run_folder_met_inside_a_stage_is_that_candidate
     elsewhere = Path("/tmp/evoforge-sandbox-0/evoforge-eval-x/program.py")  # a candidate's own folder
     (tmp_path / "run").mkdir()
     engineer = _engineer_meeting_a_full_disk(log, elsewhere, at=3)
-    h = make_harness(tmp_path / "run", [FakeResearch(log, 0.01), engineer], max_evals=6)
-    h.engine.ctx.paths = RunPaths(tmp_path / "run")
+    h = make_harness(tmp_path / "run", [FakeResearch(log, 0.01), engineer], max_evals=6,
+                     view={"paths": RunPaths(tmp_path / "run")})
     asyncio.run(h.run(limit_s=20))
     failed = [n for n in h.nodes() if n.status == FAILED]
     assert len(failed) == 1 and "No space left on device" in (failed[0].error or "")

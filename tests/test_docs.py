@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ SNIPPET = re.compile(r'^--8<-- "(.+)"$', re.M)  # pymdownx.snippets: a file of t
 FENCE = re.compile(r"^(\s*)```(\w*)(.*)$")
 COMMAND_LANGS = ("bash", "sh", "shell")
 OUTPUT_LANGS = ("", "text")  # shown, not run: output, trees, sample files
-CHECKED_LANGS = (*COMMAND_LANGS, "yaml", "python", "json")
+CHECKED_LANGS = (*COMMAND_LANGS, "yaml", "python", "json", "toml")
 
 # Python blocks compiled but not run here, each with why (a stale entry fails the test below).
 NOT_RUN = {
@@ -191,6 +192,12 @@ def test_every_json_block_parses():
         json.loads(block.body)
 
 
+def test_every_toml_block_parses():  # a plug-in package's pyproject.toml (tests/test_plugins_package.py)
+    assert blocks("toml")
+    for block in blocks("toml"):
+        tomllib.loads(block.body)
+
+
 def _plugin(block: Block) -> bool:
     """A plug-in file (its docstring opens with its file name): run by its own test."""
     return re.match(r'"""\w+\.py:', block.body) is not None
@@ -208,7 +215,7 @@ def test_every_python_block_compiles_and_the_self_contained_ones_run(tmp_path, m
         elif not any(first.startswith(prefix) for prefix in NOT_RUN):
             exec(code, {"__name__": f"docs_block_{block.line}"})  # noqa: S102
             ran += 1
-    assert ran >= 6 and plugins == 2
+    assert ran >= 6 and plugins == 6
     firsts = [b.body.lstrip().splitlines()[0] for b in blocks("python")]
     assert all(any(f.startswith(prefix) for f in firsts) for prefix in NOT_RUN)  # no stale entry
 
@@ -221,7 +228,9 @@ def test_a_python_block_with_a_syntax_error_fails_the_check():
 
 def test_the_plugin_examples_are_where_their_tests_read_them():
     found = {re.match(r'"""(\w+\.py):', b.body).group(1): b.page for b in blocks("python") if _plugin(b)}
-    assert found == {"diff_size.py": "docs/extend/stage.md", "research_only.py": "docs/extend/algorithm.md"}
+    assert found == {"diff_size.py": "docs/extend/stage.md", "research_only.py": "docs/extend/algorithm.md",
+                     "event_count.py": "docs/extend/sink.md", "newest.py": "docs/extend/sampler.md",
+                     "json_doc.py": "docs/extend/artifact-kind.md", "json_line.py": "docs/extend/plugins.md"}
 
 
 def test_the_task_folder_example_loads_and_its_evaluator_scores_its_program(tmp_path, monkeypatch):

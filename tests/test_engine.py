@@ -14,6 +14,7 @@ from evoforge.flows.policies import AsyncPolicy, BarrierPolicy
 from evoforge.infra.config import AdaptiveConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, Node
 from evoforge.infra.nodestore import NodeStore
+from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.pipeline.stage import COMMIT
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.speculation import descends_from, taint_derived
@@ -46,7 +47,7 @@ def test_a_stage_plugs_in_after_another_without_an_engine_edit(tmp_path):
     _run(h.run())
     nodes = [n for n in h.nodes() if n.origin != "seed"]
     assert len(nodes) == 7
-    assert all(n.analysis == f"analysed {n.id} (evaluated)" for n in nodes)
+    assert all(AnalysisData.peek(n).report == f"analysed {n.id} (evaluated)" for n in nodes)
     assert [e for e in log.events if e[1] == "analyze"] and h.engine.pools["analyze"].finished == 7
 
 
@@ -235,4 +236,4 @@ def test_a_stage_that_skips_an_item_is_passed_over_without_a_run(tmp_path):
     nodes = [n for n in h.nodes() if n.origin != "seed"]
     wanted = [n for n in nodes if int(n.id, 16) % 2 == 1]
     assert len(nodes) == 11 and h.engine.pools["analyze"].finished == len(wanted)
-    assert all(bool(n.analysis) == (n in wanted) for n in nodes)
+    assert all(bool(AnalysisData.peek(n).report) == (n in wanted) for n in nodes)

@@ -71,9 +71,9 @@ class Trials(Stage):
 
 def test_evaluation_slots_follow_the_engineer_worker_count(tmp_path):
     log = Log()
-    h = make_harness(tmp_path, [FakeResearch(log, 0.0, workers=4), Evaluating(2)], max_evals=40)
     slots = SlottedEvaluations(Sleeps(0.05), 2)
-    h.engine.ctx.evaluations = slots
+    h = make_harness(tmp_path, [FakeResearch(log, 0.0, workers=4), Evaluating(2)], max_evals=40,
+                     view={"evaluations": slots})
     seen = []
 
     async def adapt() -> None:  # what adaptive control does: a worker for the slow engineer, then back
@@ -92,8 +92,8 @@ def test_evaluation_slots_follow_the_engineer_worker_count(tmp_path):
 
 def test_a_stage_waiting_for_an_evaluation_slot_is_not_busy(tmp_path):
     log = Log()
-    h = make_harness(tmp_path, [FakeResearch(log, 0.0, workers=2), Evaluating(1), Trials()], max_evals=7)
-    h.engine.ctx.evaluations = SlottedEvaluations(Sleeps(0.05), 1)
+    h = make_harness(tmp_path, [FakeResearch(log, 0.0, workers=2), Evaluating(1), Trials()], max_evals=7,
+                     view={"evaluations": SlottedEvaluations(Sleeps(0.05), 1)})
     started = time.monotonic()
     asyncio.run(h.run())
     wall = time.monotonic() - started

@@ -28,9 +28,9 @@ from evoforge.infra.llm.types import Completion, LLMError
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, REJECTED, STALE, Node
 from evoforge.infra.nodestore import NodeStore
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.candidate import new_candidate
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import Stage, StageResult
-from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.stats import RunStats, reason_of
 from evoforge.stages.reports.failures_report import failures_section
@@ -191,7 +191,7 @@ class _FailsThenOn(Stage):
 
     name, checkpoint = "research", True
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         node = new_candidate(item, ctx)
         node.status, node.failed_stage, node.reason = FAILED, "research", why.TRUNCATED
         node.tokens_in, node.tokens_out, node.error = 3348, 960, "LLM call failed: cut off"
@@ -203,7 +203,7 @@ class _Hangs(Stage):
 
     name, after = "analyze", "research"
 
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 

@@ -144,7 +144,7 @@ def test_the_guardrails_check_each_file_and_name_it(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("yaml", "message"), [
-    ("kind: folder\n", "task.yaml: kind must be one of program, files, text, playbook, got 'folder'"),
+    ("kind: folder\n", "task.yaml: kind must be one of program, files, playbook, text, got 'folder'"),
     ("kind: files\n", "task.yaml: kind files needs 'files', the list of evolvable files"),
     ("kind: files\nfiles: []\n", "task.yaml: files must be a non-empty list"),
     ("kind: files\nfiles: [solver.py, gone.py]\n", "task.yaml: files: 'gone.py' does not exist in"),

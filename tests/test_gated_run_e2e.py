@@ -14,6 +14,9 @@ from evoforge.flows.cli import main
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED
 from evoforge.infra.nodestore import NodeStore
+from evoforge.stages.engineer_data import EngineerData
+from evoforge.stages.rounds.plan_data import node_branch
+from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.tuning.param_study import TuningData
 from tests.gated_tasks import FINAL_LOW, write_staged_task
 from tests.helpers import prefect_run_of, read_nodes, read_status
@@ -51,7 +54,7 @@ def test_every_structure_is_tuned_on_the_pilot_stage_and_its_trials_are_kept(gat
     assert trials["trials"][0]["source"] == "default"
     best = max(t["value"] for t in trials["trials"] if t["value"] is not None)
     assert node.score_pilot == pytest.approx(best)
-    assert node.score_default == pytest.approx(trials["trials"][0]["value"])
+    assert EngineerData.peek(node).score_default == pytest.approx(trials["trials"][0]["value"])
     assert set(node.params) == {"x", "width"}
     assert set(TuningData.peek(node).saturation) >= {"improved", "spread"}
 
@@ -59,20 +62,20 @@ def test_every_structure_is_tuned_on_the_pilot_stage_and_its_trials_are_kept(gat
 def test_the_plan_owns_the_branches_and_is_versioned(gated_run):
     run_dir, _ = gated_run
     designs = [n for n in read_nodes(run_dir) if n.origin != "seed"]
-    assert designs and all(n.branch for n in designs)
+    assert designs and all(node_branch(n) for n in designs)
     plan = (run_dir / "research_plan.md").read_text()
     assert "simulated" in plan.lower() or "offline" in plan.lower()  # never presented as an LLM's
     with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:
         plans = store.get_meta("plans")
     assert len(plans) >= 2 and [p["version"] for p in plans] == list(range(1, len(plans) + 1))
     ever = {b["id"] for p in plans for b in p["slots"]}
-    assert {n.branch for n in designs} <= ever
+    assert {node_branch(n) for n in designs} <= ever
 
 
 def test_promotion_scores_the_leaders_at_full_and_the_final_report_holds_the_held_out_scores(gated_run):
     run_dir, _ = gated_run
     nodes = read_nodes(run_dir)
-    promoted = [n for n in nodes if n.promoted_round is not None]
+    promoted = [n for n in nodes if PromotionData.peek(n).round is not None]
     assert len(promoted) >= 2 and all(n.score_full is not None for n in promoted)
     status = read_status(run_dir)
     assert status["best_level"] == "full" and status["promotions"] == len(promoted)
@@ -145,7 +148,8 @@ def test_trials_promotions_and_the_final_report_are_prefect_runs(gated_run):
     assert any(name.startswith("final-report-") for name in flows)
     # the promotion subflows hold one task run `promote-<node>` for exactly the nodes the node
     # database says were promoted, each in the subflow of the round that promoted it
-    promoted = {n.id: n.promoted_round for n in read_nodes(run_dir) if n.promoted_round is not None}
+    promoted = {n.id: PromotionData.peek(n).round for n in read_nodes(run_dir)
+                if PromotionData.peek(n).round is not None}
     runs = _promote_task_runs(read_status(run_dir)["run_id"])
     assert promoted and sorted(name for name, _, _ in runs) == sorted(f"promote-{i}" for i in promoted)
     assert {name: round_no for name, round_no, _ in runs} == {f"promote-{i}": r for i, r in promoted.items()}

@@ -11,6 +11,7 @@ from evoforge.infra.nodes import Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.stages.gate import GateData
 from evoforge.stages.population.rejections import Rejections
+from evoforge.stages.population.repeat_data import RepeatData
 from evoforge.stages.rollout import TRIED_HEADER, RolloutData
 from evoforge.stages.sinks.base import Event, EventKind
 from evoforge.stages.sinks.rejections_sink import RejectionMemory
@@ -48,7 +49,7 @@ def test_gepa_evolves_a_prompt_through_rollouts_gates_and_validation(tmp_path: P
     assert status["best_score"] > seed.score_full
     children = [n for n in nodes if n.origin != "seed" and RolloutData.peek(n).cases]
     gated = [n for n in children if n.status == "rejected" and n.failed_stage == "gate"]
-    validated = [n for n in children if n.was_evaluated and not n.repeat_of]
+    validated = [n for n in children if n.was_evaluated and RepeatData.peek(n).repeat_of is None]
     assert validated and gated, (len(validated), len(gated))
     for node in validated:  # a survivor beat its parent on the parent's minibatch
         assert GateData.peek(node).score > RolloutData.peek(node).parent_score
@@ -58,7 +59,8 @@ def test_gepa_evolves_a_prompt_through_rollouts_gates_and_validation(tmp_path: P
     prompt = (run_dir / "nodes" / validated[0].id / "prompt.md").read_text()
     assert "[train-" in prompt and "[val-" not in prompt  # the minibatch's feedback, not validation's
     calls = sum(RolloutData.peek(n).task_model_calls + GateData.peek(n).task_model_calls for n in nodes)
-    calls += sum(n.metrics.get("task_model_calls", 0) for n in nodes if n.was_evaluated and not n.repeat_of)
+    calls += sum(n.metrics.get("task_model_calls", 0) for n in nodes
+                 if n.was_evaluated and RepeatData.peek(n).repeat_of is None)
     with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:  # the winners' test cases
         calls += sum(f.metrics["task_model_calls"] for f in store.final_scores())
     assert status["task_model"]["calls"] == calls  # each call counted once, wherever it was made
@@ -106,7 +108,8 @@ def test_gepa_merges_two_front_members_and_gates_the_merge_against_the_better(tm
 
     assert any(n.was_evaluated and n.score_full > parents_best(n) for n in merges)
     calls = sum(RolloutData.peek(n).task_model_calls + GateData.peek(n).task_model_calls for n in nodes)
-    calls += sum(n.metrics.get("task_model_calls", 0) for n in nodes if n.was_evaluated and not n.repeat_of)
+    calls += sum(n.metrics.get("task_model_calls", 0) for n in nodes
+                 if n.was_evaluated and RepeatData.peek(n).repeat_of is None)
     with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:
         calls += sum(f.metrics["task_model_calls"] for f in store.final_scores())
     assert status["task_model"]["calls"] == calls  # the merge's parent minibatch calls counted on it

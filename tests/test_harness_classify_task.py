@@ -19,6 +19,7 @@ from evoforge.evaluators.task_model_client import TaskModelClient, attach_channe
 from evoforge.infra.llm_sim.classify_model import UNSURE, classification_line
 from evoforge.infra.llm_sim.task_model import SIMULATED_LINE, task_model_answer
 from evoforge.infra.nodes import EVALUATED
+from evoforge.stages.population.repeat_data import RepeatData
 
 TASK = builtin_tasks_dir() / "harness_classify"
 BETTER = {"EXAMPLES_PER_LABEL = 1": "EXAMPLES_PER_LABEL = 3", "TEXT_WORDS = 4": "TEXT_WORDS = 6",
@@ -140,7 +141,7 @@ def test_a_run_on_the_simulator_evaluates_harnesses_and_counts_their_calls(tmp_p
                      "--config", str(tmp_path / "c.yaml"), "--quiet"])
     assert code == 0
     nodes, status = read_nodes(run_dir), read_status(run_dir)
-    ran = [n for n in nodes if n.was_evaluated and not n.repeat_of]
+    ran = [n for n in nodes if n.was_evaluated and RepeatData.peek(n).repeat_of is None]
     seed = next(n for n in ran if n.origin == "seed")
     assert len(ran) >= 2 and seed.score_full == 7 / 24
     used = status["task_model"]

@@ -11,13 +11,14 @@ from evoforge.infra.config import RunConfig, SearchConfig
 from evoforge.infra.llm.types import Completion
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.prompt_format import FORMAT_DIFF
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.draw import draw_item
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.research import research
+from evoforge.stages.research_data import ResearchData
 from evoforge.stages.research_prompt import inspirations_used, research_messages
 from evoforge.stages.sample import make_sampler
-from evoforge.stages.sample.draw import draw_item
 from evoforge.stages.sample.inspirations import BEST, DIVERSE, RECENT, Inspiration, pick_inspirations
 
 TASK = load_task("circle_packing")
@@ -45,12 +46,12 @@ class ScriptedLLM:
         return None
 
 
-def context(pool: Pool, search: SearchConfig, tmp_path, llm=None) -> StageContext:
+def context(pool: Pool, search: SearchConfig, tmp_path, llm=None) -> RunView:
     cfg = RunConfig(search=search)
     sampler = make_sampler(search)
     for n in pool.nodes:
         sampler.on_node_added(n, pool)
-    return StageContext(run_id="t", task=TASK, config=cfg, llm=llm or ScriptedLLM(""), pool=pool,
+    return RunView(run_id="t", task=TASK, config=cfg, llm=llm or ScriptedLLM(""), pool=pool,
                         sampler=sampler, rng=random.Random(0), limits=SandboxLimits(timeout_s=30),
                         scratch=tmp_path)
 
@@ -123,8 +124,8 @@ def test_research_records_the_inspirations_used_and_keeps_the_line_out_of_the_mo
     result = asyncio.run(research(item, ctx))
     item.apply(result.node, result.updates)
     assert result.to is None and item.node.status == "proposed", item.node.error
-    assert item.node.inspirations_used == ["d"]
-    assert item.node.inspiration_ids == ["c", "d"]
+    assert ResearchData.peek(item.node).inspirations_used == ["d"]
+    assert ResearchData.peek(item.node).inspiration_ids == ["c", "d"]
     assert item.node.motivation == "Shift the middle ring slightly outward."
 
 

@@ -24,7 +24,8 @@ from evoforge.stages.algorithms import asi_evolve
 from evoforge.stages.analyze import Analyze
 from evoforge.stages.engineer import Engineer
 from evoforge.stages.judge import JUDGE_NOTE, Judge, judge, judge_messages
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.judge_data import JudgeData
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import COMMIT
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
@@ -40,12 +41,12 @@ def Scripted(text):  # noqa: N802 - the shared stand-in, with this file's model 
 TASK = load_task("circle_packing")
 
 
-def _setup(backend, **node_fields) -> tuple[Item, StageContext]:
+def _setup(backend, **node_fields) -> tuple[Item, RunView]:
     seed = Node(id="seed", run_id="r", code=TASK.initial_code, status=EVALUATED, score_full=1.0)
     pool = Pool()
     pool.add(seed)
     cfg = RunConfig(judge=JudgeConfig(weight=0.1))
-    ctx = StageContext("r", TASK, cfg, backend, pool, make_sampler(cfg.search), random.Random(0),
+    ctx = RunView("r", TASK, cfg, backend, pool, make_sampler(cfg.search), random.Random(0),
                        SandboxLimits(), Path("."))
     fields = {"status": EVALUATED, "score_full": 1.1, "evaluated_at": time.time(),
               "metrics": {"combined_score": 1.1}, **node_fields}
@@ -81,8 +82,9 @@ def test_a_judged_node_gets_its_score_and_cost_on_a_copy():
     item, ctx = _setup(Scripted("Readable, with room to grow.\nScore: 8/10"))
     result = asyncio.run(judge(item, ctx))
     node = result.node
-    assert node is not item.node and item.node.judge_score is None and JUDGE_NOTE not in item.node.artifacts
-    assert result.to is None and node.judge_score == 0.8 and node.score_full == 1.1
+    assert node is not item.node and JudgeData.peek(item.node).score is None
+    assert JUDGE_NOTE not in item.node.artifacts
+    assert result.to is None and JudgeData.peek(node).score == 0.8 and node.score_full == 1.1
     assert node.artifacts[JUDGE_NOTE].startswith("8/10 by an LLM (openai backend")
     assert node.tokens_in == 50 and node.tokens_out == 5 and node.llm_s == 0.25
 
@@ -92,14 +94,14 @@ def test_a_garbled_answer_or_a_failed_call_leaves_no_score_with_a_note():
                            (Scripted(None), "judge call failed (HTTP 500 after 3 attempts)")):
         item, ctx = _setup(backend)
         node = asyncio.run(judge(item, ctx)).node
-        assert node.judge_score is None and words in node.artifacts[JUDGE_NOTE]
+        assert JudgeData.peek(node).score is None and words in node.artifacts[JUDGE_NOTE]
         assert node.status == EVALUATED
 
 
 def test_offline_there_is_no_judgement_and_no_score():
     item, ctx = _setup(OfflineBackend())
     node = asyncio.run(judge(item, ctx)).node
-    assert node.judge_score is None
+    assert JudgeData.peek(node).score is None
     assert node.artifacts[JUDGE_NOTE] == "no score: the offline backend has no judgement of code quality"
 
 
@@ -107,7 +109,7 @@ def test_only_fully_evaluated_candidates_are_judged():
     backend = Scripted("Score: 9/10")
     item, ctx = _setup(backend, status=FAILED, score_full=None, error="timed out after 1.0 s")
     result = asyncio.run(judge(item, ctx))
-    assert result.node is item.node and result.node.judge_score is None and backend.prompts == []
+    assert result.node is item.node and JudgeData.peek(result.node).score is None and backend.prompts == []
 
 
 def test_over_the_simulator_the_judge_gets_a_seeded_score():
@@ -121,14 +123,15 @@ def test_over_the_simulator_the_judge_gets_a_seeded_score():
 
     with SimulatorProcess(SimConfig(median_s=0.01, sigma=0.0, slots=2, seed=2)) as sim:
         node = asyncio.run(run(sim))
-    assert node.judge_score is not None and 0.0 <= node.judge_score <= 1.0
+    judged = JudgeData.peek(node).score
+    assert judged is not None and 0.0 <= judged <= 1.0
     assert "by the LLM simulator (evoforge llm-sim" in node.artifacts[JUDGE_NOTE]
 
 
 def _equal_pair() -> tuple[Node, Node]:
     plain = Node(id="plain", run_id="r", code="a = 1\n", status=EVALUATED, score_full=1.0)
     judged = Node(id="judged", run_id="r", code="a = 2\n", status=EVALUATED, score_full=1.0,
-                  judge_score=0.5)
+                  owned={JudgeData.owner: JudgeData(score=0.5)})
     return plain, judged
 
 

@@ -14,11 +14,12 @@ from evoforge.cognition.store import CognitionBase
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import load_task
 from evoforge.infra.config import RunConfig
+from evoforge.infra.llm.authorship import LESSONS_BY, LLM, OFFLINE, SIMULATED
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
 from evoforge.infra.offline.backend import OfflineBackend
+from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.learn import Learn, LearnData, retrieve
-from evoforge.stages.pipeline.authorship import LESSONS_BY, LLM, OFFLINE, SIMULATED
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.reports.origins import origin_breakdown, report_md
@@ -39,13 +40,14 @@ PRIORS = [
 ]
 
 
-def _context(tmp_path: Path, base: CognitionBase | None) -> tuple[StageContext, Node]:
+def _context(tmp_path: Path, base: CognitionBase | None) -> tuple[RunView, Node]:
     seed = Node(id="seed", run_id="r", code=TASK.initial_code, status=EVALUATED, score_full=1.0,
-                origin="seed", analysis="The lattice start left big gaps near the corners.")
+                origin="seed",
+                owned={"analyze": AnalysisData(report="The lattice start left big gaps near the corners.")})
     pool = Pool()
     pool.add(seed)
     cfg = RunConfig.model_validate({"cognition": {"embedding": "lexical", "min_similarity": 0.05}})
-    ctx = StageContext("r", TASK, cfg, OfflineBackend(), pool, make_sampler(cfg.search),
+    ctx = RunView("r", TASK, cfg, OfflineBackend(), pool, make_sampler(cfg.search),
                        random.Random(0), SandboxLimits(), tmp_path, cognition=base)
     return ctx, seed
 
@@ -71,7 +73,7 @@ def test_without_a_cognition_base_learn_passes_the_item_on(tmp_path):
 
 def test_the_prompt_labels_prior_knowledge_and_the_parent_analysis():
     seed = Node(id="seed", run_id="r", code=TASK.initial_code, status=EVALUATED, score_full=1.0,
-                analysis="Corners are wasted.")
+                owned={"analyze": AnalysisData(report="Corners are wasted.")})
     knowledge = [Knowledge("a1", "Hexagonal start", "Use a lattice.", "human seed: x", 0.8),
                  Knowledge("b2", "Shrink corners", "Small corner circles.", "analyzer insight of node n",
                            0.6)]
@@ -95,8 +97,8 @@ def test_ideas_used_are_cross_checked_and_decide_the_origin():
 
 
 def _lessons_node(node_id: str, lesson: str, by: str, status=EVALUATED) -> Node:
-    return Node(id=node_id, run_id="run1", code=node_id, status=status, score_full=1.2, lessons=[lesson],
-                artifacts={LESSONS_BY: by})
+    return Node(id=node_id, run_id="run1", code=node_id, status=status, score_full=1.2,
+                artifacts={LESSONS_BY: by}, owned={"analyze": AnalysisData(lessons=[lesson])})
 
 
 def test_an_llms_lessons_are_written_back_once_with_their_provenance(tmp_path):
@@ -126,11 +128,13 @@ def test_offline_and_simulated_lessons_stay_in_the_run_labelled_never_in_the_sha
     sink.record([Event(EventKind.FINISHED, offline), Event(EventKind.FINISHED, simulated)])
     assert base.count() == before  # the workspace's base, which every later run reads: untouched
     kept = {i.text: i for i in run_base.list()}
-    assert kept[offline.lessons[0]].provenance == "offline analyzer lesson (no LLM) of node n1 in run run1"
-    assert kept[simulated.lessons[0]].provenance.startswith("LLM simulator lesson (simulated")
-    assert "simulated" in kept[simulated.lessons[0]].tags and "offline" in kept[offline.lessons[0]].tags
+    offline_lesson = AnalysisData.peek(offline).lessons[0]
+    simulated_lesson = AnalysisData.peek(simulated).lessons[0]
+    assert kept[offline_lesson].provenance == "offline analyzer lesson (no LLM) of node n1 in run run1"
+    assert kept[simulated_lesson].provenance.startswith("LLM simulator lesson (simulated")
+    assert "simulated" in kept[simulated_lesson].tags and "offline" in kept[offline_lesson].tags
     found = retrieve(base, run_base, "rotate the lattice to fill the gaps", 3, "circle_packing", -1.0)
-    assert simulated.lessons[0] in [item.text for item, _ in found]  # this run's learn still finds it
+    assert simulated_lesson in [item.text for item, _ in found]  # this run's learn still finds it
 
 
 def test_the_report_gives_the_origin_breakdown_and_the_lessons():
@@ -139,10 +143,10 @@ def test_the_report_gives_the_origin_breakdown_and_the_lessons():
     for i, origin in enumerate(origins):
         nodes.append(Node(id=f"n{i}", run_id="r", code=f"c{i}", origin=origin, status=EVALUATED,
                           score_full=2.0 - 0.1 * i))
-    nodes[1].lessons = ["Lattice starts beat random ones."]
+    AnalysisData.of(nodes[1]).lessons = ["Lattice starts beat random ones."]
     from evoforge.cognition.entries import text_id
 
-    nodes[1].artifacts["lessons_written"] = text_id(nodes[1].lessons[0])
+    nodes[1].artifacts["lessons_written"] = text_id(AnalysisData.peek(nodes[1]).lessons[0])
     assert origin_breakdown(nodes[1:]) == {"cognition": 50.0, "experience": 30.0, "novel": 20.0}
     text = report_md("circle_packing", nodes, maximize=True)
     assert "| cognition | 50.0% | 100.0% |" in text  # the best design (n0) came from a prior

@@ -14,6 +14,7 @@ from evoforge.flows.cli import main
 from evoforge.infra.config import CognitionConfig
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED
+from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.learn import LearnData
 from tests.helpers import prefect_run_of, read_nodes, read_status
 
@@ -52,9 +53,11 @@ def test_every_evaluated_candidate_has_an_analysis_on_the_node_on_disk_and_in_ml
 
     run_dir, workspace = finished_run
     evaluated = [n for n in read_nodes(run_dir) if n.was_evaluated and n.origin != "seed"]
-    assert evaluated and all("## What happened" in n.analysis for n in evaluated)
-    assert all("Simulated" in n.analysis.splitlines()[0] for n in evaluated)  # labelled, never "LLM"
-    assert (run_dir / "nodes" / evaluated[0].id / "analysis.md").read_text() == evaluated[0].analysis
+    assert evaluated and all("## What happened" in AnalysisData.peek(n).report for n in evaluated)
+    assert all("Simulated" in AnalysisData.peek(n).report.splitlines()[0]  # labelled, never "LLM"
+               for n in evaluated)
+    shown = (run_dir / "nodes" / evaluated[0].id / "analysis.md").read_text()
+    assert shown == AnalysisData.peek(evaluated[0]).report
     client = MlflowClient(tracking_uri=f"sqlite:///{workspace / 'mlflow.db'}")
     experiments = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(experiments, filter_string=f"attributes.run_name = 'node-{evaluated[0].id}'")
@@ -77,7 +80,8 @@ def test_simulated_lessons_stay_in_the_run_and_are_retrieved_by_later_candidates
     assert all(i.provenance.startswith("LLM simulator lesson (simulated, not an LLM's) of node ")
                and "simulated" in i.tags for i in lessons.values())
     nodes = read_nodes(run_dir)
-    writers = [n for n in nodes if n.lessons and n.artifacts.get("lessons_by") == "simulated"]
+    writers = [n for n in nodes
+               if AnalysisData.peek(n).lessons and n.artifacts.get("lessons_by") == "simulated"]
     later = [n for n in nodes if set(LearnData.peek(n).cognition_ids) & set(lessons)]
     assert later, "a lesson kept in the run is shown to a later candidate of the run"
     first_writer = min(writers, key=lambda n: n.evaluated_at or 0)

@@ -13,6 +13,9 @@ from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED
 from evoforge.infra.nodestore import NodeStore
 from evoforge.stages.algorithms import algorithm_named
+from evoforge.stages.analysis_data import AnalysisData
+from evoforge.stages.rounds.plan_data import node_branch
+from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.tuning.param_study import TuningData
 from tests.gated_tasks import write_staged_task
 from tests.helpers import read_nodes, read_status
@@ -51,11 +54,11 @@ def test_ml_evolve_plans_tunes_promotes_and_reports_without_cognition_or_analyze
     evaluated = [n for n in nodes if n.status == EVALUATED and n.origin != "seed"]
     assert evaluated
     # the plan agent owns the branches; Optuna tuned the structures; promotion and the final ran
-    assert all(n.branch for n in evaluated), [(n.id, n.branch) for n in evaluated]
+    assert all(node_branch(n) for n in evaluated), [(n.id, node_branch(n)) for n in evaluated]
     assert all(TuningData.peek(n).trials_run == 3 for n in evaluated)
-    assert any(n.promoted_round is not None and n.score_full is not None for n in nodes)
+    assert any(PromotionData.peek(n).round is not None and n.score_full is not None for n in nodes)
     with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:
         assert len(store.final_scores()) == 1
     # ASI-Evolve's parts stayed out: nothing retrieved, nothing analysed
-    assert not any(n.analysis or "learn" in n.owned for n in nodes)
+    assert not any(AnalysisData.peek(n).report or "learn" in n.owned for n in nodes)
     assert read_status(run_dir)["algorithm"] == "ml-evolve"

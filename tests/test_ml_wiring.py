@@ -11,12 +11,14 @@ import pytest
 
 from evoforge.evaluators.task import load_task
 from evoforge.infra.nodes import EVALUATED, Node
+from evoforge.stages.engineer_data import EngineerData
 from evoforge.stages.evaluation.job import EvalReport, EvaluationRunner
 from evoforge.stages.evaluation.slots import SlottedEvaluations
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.research_prompt import research_messages
 from evoforge.stages.rounds.branch_shares import BranchShares, branch_parent
 from evoforge.stages.rounds.branches import KillCriteria, initial_plan
+from evoforge.stages.rounds.plan_data import PlanData
 from evoforge.stages.rounds.schedule import RoundJob, run_rounds
 from evoforge.stages.tuning.param_study import TuningData
 from tests.engine_fakes import FakeEngineer, FakeResearch, Log, make_harness
@@ -89,7 +91,7 @@ def test_a_failing_round_job_stops_the_run_through_the_fatal_path(tmp_path):
 
 def _node(i: int, branch: str, score: float) -> Node:
     return Node(id=f"n{i}", run_id="r", code=f"x = {i}\n", status=EVALUATED, score_pilot=score,
-                branch=branch)
+                owned={"plan": PlanData(branch=branch)})
 
 
 def test_each_branch_gets_its_share_and_its_own_parents():
@@ -114,8 +116,9 @@ def test_the_research_prompt_carries_the_branch_the_contract_and_the_tuned_value
     task = load_task("digits")
     plan = initial_plan("", 2, KILL, ["An RBF SVM is the strongest single model"])
     parent = Node(id="p", run_id="r", code=task.initial_code, status=EVALUATED, score_pilot=0.92,
-                  params={"C": 3.5, "max_iter": 400}, score_default=0.9,
-                  owned={"param_search": TuningData(trials_run=12)})
+                  params={"C": 3.5, "max_iter": 400},
+                  owned={"param_search": TuningData(trials_run=12),
+                         "engineer": EngineerData(score_default=0.9)})
     prompt = research_messages(task, parent, [], "diff", branch=plan.slots[0], knobs=True)[-1]["content"]
     assert "## Research branch B1 (slot 1)\nHypothesis: An RBF SVM is the strongest single model" in prompt
     assert "## Mutation agent contract" in prompt and 'knob("C", 1.0' in prompt

@@ -18,10 +18,9 @@ from evoforge.flows.cli import main
 from evoforge.flows.prepare import with_workspace
 from evoforge.infra.config_load import load_config
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
-from evoforge.infra.llm_traces import recording, trace_spans
+from evoforge.infra.llm_traces import recording, trace_call, trace_spans
 from evoforge.infra.nodes import EVALUATED
 from evoforge.infra.vllm_server import free_port
-from evoforge.stages.pipeline.llm_call import trace_call
 from tests.helpers import read_nodes, wait_until_answers
 
 EXPERIMENT = "evoforge/circle_packing"

@@ -11,6 +11,8 @@ import pytest
 
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
 from evoforge.infra.nodestore import NodeStore, StoreBusyError
+from evoforge.stages.population.staleness_data import StalenessData
+from evoforge.stages.research_data import ResearchData
 
 
 def _node(node_id: str, score: float | None, status: str = EVALUATED, **kw) -> Node:
@@ -20,7 +22,8 @@ def _node(node_id: str, score: float | None, status: str = EVALUATED, **kw) -> N
 
 def test_round_trip_keeps_every_field(tmp_path):
     node = _node("a", 1.5, metrics={"m": 2.0}, case_scores={"3": 0.5}, artifacts={"k": "v"},
-                 inspiration_ids=["b"], inspirations_used=["b"], reflection="guarded: passed")
+                 owned={"research": ResearchData(inspiration_ids=["b"], inspirations_used=["b"]),
+                        "staleness": StalenessData(note="guarded: passed")})
     with NodeStore(tmp_path / "n.duckdb") as store:
         store.put(node)
         assert store.get("a") == node

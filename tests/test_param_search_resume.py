@@ -15,6 +15,7 @@ import optuna
 import pytest
 
 from evoforge.infra.nodes import EVALUATED
+from evoforge.stages.engineer_data import EngineerData
 from evoforge.stages.tuning.param_study import INTERRUPTED, SOURCE_DEFAULT, TuningData
 from tests.gated_tasks import write_staged_task
 from tests.helpers import cli_env, read_nodes, run_cli
@@ -89,4 +90,4 @@ def test_a_study_cut_off_by_a_kill_continues_where_it_stopped(tmp_path):
     node = next(n for n in read_nodes(run_dir) if f"node-{n.id}" == name)
     assert node.status == EVALUATED and TuningData.peek(node).trials_run == TRIALS
     assert node.artifacts.get("defaults", "").startswith("evaluated by an earlier session")
-    assert node.score_default == pytest.approx(defaults[0].value)
+    assert EngineerData.peek(node).score_default == pytest.approx(defaults[0].value)

@@ -25,6 +25,7 @@ from evoforge.stages.rounds.plan_agent import (
     plan_messages,
     replan,
 )
+from evoforge.stages.rounds.plan_data import PlanData
 from evoforge.stages.tuning.param_study import TuningData
 from tests.scripted_llm import Scripted
 
@@ -35,8 +36,10 @@ ROUNDS: dict[str, int] = {}
 def node(nid: str, branch: str, rnd: int, score: float | None, status=EVALUATED, saturation=None,
          **kw) -> Node:
     ROUNDS[nid] = rnd
-    owned = {"param_search": TuningData(saturation=saturation)} if saturation else {}
-    return Node(nid, "run", "x = 1\n", branch=branch, status=status, score_pilot=score,
+    owned: dict = {"param_search": TuningData(saturation=saturation)} if saturation else {}
+    if branch is not None:
+        owned["plan"] = PlanData(branch=branch)
+    return Node(nid, "run", "x = 1\n", status=status, score_pilot=score,
                 created_at=float(rnd), evaluated_at=float(rnd), owned=owned, **kw)
 
 

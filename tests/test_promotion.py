@@ -7,13 +7,15 @@ import pytest
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.reports.leaderboard import leaderboard_md
+from evoforge.stages.rounds.plan_data import PlanData
 from evoforge.stages.rounds.promotion import Promoted, promotion_candidates, spearman, summarize
+from evoforge.stages.rounds.promotion_data import PromotionData
 from tests.head_fakes import make_head
 
 
 def _node(i: int, pilot: float, full: float | None = None, **kw) -> Node:
     return Node(id=f"n{i}", run_id="r", code=f"x = {i}\n", status=EVALUATED, score_pilot=pilot,
-                score_full=full, branch="B1", **kw)
+                score_full=full, owned={"plan": PlanData(branch="B1"), **kw.pop("owned", {})}, **kw)
 
 
 def test_spearman_on_known_rankings():
@@ -27,7 +29,8 @@ def test_spearman_on_known_rankings():
 def test_candidates_are_the_top_pilot_nodes_not_yet_promoted():
     pool = Pool(maximize=True, level="pilot")
     for i, (pilot, full) in enumerate([(0.9, 0.8), (0.8, None), (0.7, None), (0.6, None)]):
-        pool.add(_node(i, pilot, full, promoted_round=1 if full is not None else None))
+        promoted = {PromotionData.owner: PromotionData(round=1)} if full is not None else {}
+        pool.add(_node(i, pilot, full, owned=promoted))
     assert [n.id for n in promotion_candidates(pool, 2)] == ["n1", "n2"]
     assert pool.best.id == "n0" and pool.winner().id == "n0"  # winner: best at full
 
@@ -62,13 +65,13 @@ def test_the_head_folds_full_scores_in_and_moves_the_winner(tmp_path):
     stored = rig.recorded()
     rig.close()
     assert [n.score_full for n in nodes] == [0.70, 0.92, None]
-    assert all(n.promoted_round == 1 for n in nodes)
+    assert all(PromotionData.peek(n).round == 1 for n in nodes)
     assert nodes[2].artifacts["promotion_error"] == "crashed at full"
     assert pool.winner().id == "n1" and pool.best.id == "n0"  # selection still ranks by pilot
     assert pool.v == v + 1  # the winner at full changed
     assert rig.state.stats.promotions == 3 and rig.state.stats.eval_cpu_s == pytest.approx(3.5)
     assert (tmp_path / "best" / "program.py").read_text() == nodes[1].code
-    assert stored["n1"].score_full == 0.92 and stored["n1"].promoted_round == 1
+    assert stored["n1"].score_full == 0.92 and PromotionData.peek(stored["n1"]).round == 1
     board = leaderboard_md("t", pool, promotions=rig.state.rounds.promotions,
                            history=rig.state.history.updates)
     assert "ranked by the `pilot` score" in board

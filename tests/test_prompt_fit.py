@@ -5,6 +5,7 @@ the parent never; the node records what was left out; an unknown window drops no
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -20,8 +21,9 @@ from evoforge.infra.llm.spending import prompt_tokens
 from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths
+from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.analysis_prompt import analysis_messages, analysis_parts
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.prompt_fit import (
@@ -35,6 +37,7 @@ from evoforge.stages.prompt_fit import (
     messages_of,
 )
 from evoforge.stages.research import research
+from evoforge.stages.research_data import ResearchData
 from evoforge.stages.research_prompt import research_parts
 from evoforge.stages.sample import make_sampler
 from evoforge.stages.sample.inspirations import BEST, DIVERSE, Inspiration
@@ -62,7 +65,8 @@ def _node(node_id: str, nudge: str, status=EVALUATED, **kw) -> Node:
 
 
 def _item() -> Item:
-    parent = _node("parent", "0.11", analysis="It helped: " + "the ring is tighter. " * 20)
+    report = "It helped: " + "the ring is tighter. " * 20
+    parent = _node("parent", "0.11", owned={"analyze": AnalysisData(report=report)})
     knowledge = [Knowledge(id=f"k{i}", title=f"Idea {i}", text="Try a hex lattice. " * 30,
                            provenance="human seed", score=0.5) for i in (1, 2)]
     return Item(v_i=0, parent=parent, inspirations=[Inspiration(_node("i1", "0.12"), BEST),
@@ -70,10 +74,10 @@ def _item() -> Item:
                 knowledge=knowledge, feedback="[case-1] The ring overlaps.\n[case-2] Too small.")
 
 
-def _ctx(llm) -> StageContext:
+def _ctx(llm) -> RunView:
     cfg = RunConfig()
     cfg.llm.max_tokens = MAX_TOKENS
-    return StageContext("r", TASK, cfg, llm, Pool(), make_sampler(cfg.search), random.Random(0),
+    return RunView("r", TASK, cfg, llm, Pool(), make_sampler(cfg.search), random.Random(0),
                         SandboxLimits(), Path("."))
 
 
@@ -92,7 +96,8 @@ def test_a_small_window_drops_inspirations_then_cognition_and_the_node_records_i
     result = asyncio.run(research(item, _ctx(llm)))
     node = result.node
     assert node.status == PROPOSED, node.error
-    assert node.prompt_dropped == ["inspiration 2", "inspiration 1", "knowledge K2", "knowledge K1"]
+    research_data = ResearchData.peek(node)
+    assert research_data.prompt_dropped == ["inspiration 2", "inspiration 1", "knowledge K2", "knowledge K1"]
     sent = result.updates.prompt
     assert prompt_tokens(sent) <= window - MAX_TOKENS  # what was sent fits, with room for the answer
     text = sent[-1]["content"]
@@ -100,20 +105,21 @@ def test_a_small_window_drops_inspirations_then_cognition_and_the_node_records_i
     assert "Prior knowledge" not in text and "Ideas used:" not in text
     assert "## Feedback on the parent's cases" in text and "What the Analyzer found" in text  # kept
     assert text.startswith("# Task: circle_packing") and "## Current program" in text
-    assert node.inspirations_used == [] and node.ideas_used == []  # citations of parts not shown ignored
+    assert research_data.inspirations_used == [] and research_data.ideas_used == []  # not shown: ignored
     store = NodeStore(tmp_path / "nodes.duckdb")  # stored like the other list fields, and shown
     store.put(node)
-    assert store.get(node.id).prompt_dropped == node.prompt_dropped
+    assert ResearchData.peek(store.get(node.id)).prompt_dropped == research_data.prompt_dropped
     store.close()
     write_node_files(RunPaths(tmp_path), node)
     shown = json.loads((RunPaths(tmp_path).node_dir(node.id) / "result.json").read_text())
-    assert shown["prompt_dropped"] == node.prompt_dropped
+    assert shown["prompt_dropped"] == research_data.prompt_dropped
 
 
 def test_an_unknown_window_drops_nothing():
     item = _item()
     result = asyncio.run(research(item, _ctx(Windowed(None))))
-    assert result.node.prompt_dropped == [] and result.node.inspirations_used == ["i1"]
+    research_data = ResearchData.peek(result.node)
+    assert research_data.prompt_dropped == [] and research_data.inspirations_used == ["i1"]
     text = result.updates.prompt[-1]["content"]
     assert "### Inspiration 2" in text and "### K2" in text
 
@@ -122,7 +128,8 @@ def test_a_bit_more_room_keeps_the_first_inspiration_and_every_knowledge_item():
     item = _item()
     window = _window_without(item, ("inspiration 2",))
     result = asyncio.run(research(item, _ctx(Windowed(window))))
-    assert result.node.prompt_dropped == ["inspiration 2"] and result.node.inspirations_used == ["i1"]
+    research_data = ResearchData.peek(result.node)
+    assert research_data.prompt_dropped == ["inspiration 2"] and research_data.inspirations_used == ["i1"]
     assert prompt_tokens(result.updates.prompt) <= window - MAX_TOKENS
 
 
@@ -163,7 +170,7 @@ def test_the_analysis_prompt_fits_by_dropping_the_output_before_the_comparison()
     full = analysis_messages(item, ctx)
     parts = analysis_parts(item, ctx)
     fixed = [p for p in parts if p.drop == KEEP]
-    ctx.llm = Windowed(prompt_tokens(messages_of(fixed)) + MAX_TOKENS + MARGIN + 40)
+    ctx = dataclasses.replace(ctx, llm=Windowed(prompt_tokens(messages_of(fixed)) + MAX_TOKENS + MARGIN + 40))
     fitted = analysis_messages(item, ctx)
     assert prompt_tokens(fitted) <= ctx.llm.context_window - MAX_TOKENS < prompt_tokens(full)
     assert "## Computed comparison" in fitted[-1]["content"] and "Analysis request:" in fitted[-1]["content"]

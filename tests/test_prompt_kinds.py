@@ -18,11 +18,12 @@ from evoforge.infra.config import RunConfig
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.infra.prompt_format import FORMAT_DIFF, FORMAT_REWRITE, extract_program, program_language
+from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.analysis_prompt import SYSTEM as ANALYSIS_SYSTEM
 from evoforge.stages.analysis_prompt import analysis_messages
 from evoforge.stages.debug import repair_messages
 from evoforge.stages.judge import judge_messages
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.history import NEW_BEST, PoolHistory
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
@@ -52,7 +53,7 @@ def _text(messages: list[dict[str, str]]) -> str:
 
 def _all_prompts(task: Task) -> dict[str, list[dict[str, str]]]:
     """The research (both forms), analysis, reflection, repair and judge messages of `task`."""
-    parent = _node(task, "seed", task.initial_code, analysis="It scored 1.0.")
+    parent = _node(task, "seed", task.initial_code, owned={"analyze": AnalysisData(report="It scored 1.0.")})
     child_code = _child(task)
     inspiration = Inspiration(_node(task, "insp", child_code), BEST)
     knowledge = [Knowledge(id="k1", title="Start simple", text="Small steps first.",
@@ -65,7 +66,7 @@ def _all_prompts(task: Task) -> dict[str, list[dict[str, str]]]:
     history = PoolHistory()
     history.record(pool.v, NEW_BEST, best)
     cfg = RunConfig()
-    ctx = StageContext("r", task, cfg, OfflineBackend(), pool, make_sampler(cfg.search), random.Random(0),
+    ctx = RunView("r", task, cfg, OfflineBackend(), pool, make_sampler(cfg.search), random.Random(0),
                        SandboxLimits(), Path("."), history=history)
     item = Item(v_i=1, parent=parent)
     item.node = _node(task, "cand", child_code, parent_id="seed", diff=diff)

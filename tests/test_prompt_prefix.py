@@ -14,6 +14,7 @@ from evoforge.infra.llm_sim.answers import build_answer
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.infra.prompt_format import FORMAT_DIFF, FORMAT_REWRITE, extract_program, requested_format
+from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.mutation_contract import CONTRACT
 from evoforge.stages.research_prompt import SYSTEM, research_messages, stable_prefix
 from evoforge.stages.sample.inspirations import BEST, Inspiration
@@ -34,7 +35,8 @@ def _two_prompts(knobs: bool = False) -> tuple[list[dict[str, str]], list[dict[s
     first = research_messages(TASK, _node("p1", 1.2, "0.11"), [], FORMAT_DIFF, knobs=knobs)
     knowledge = [Knowledge(id="k1", title="Hexagonal start", text="Start from a hex lattice.",
                            provenance="human seed", score=0.5)]
-    second = research_messages(TASK, _node("p2", 1.5, "0.12", analysis="It helped."),
+    helped = {"analyze": AnalysisData(report="It helped.")}
+    second = research_messages(TASK, _node("p2", 1.5, "0.12", owned=helped),
                                [Inspiration(_node("i1", 1.6, "0.13"), BEST)], FORMAT_REWRITE,
                                knowledge, knobs=knobs)
     return first, second

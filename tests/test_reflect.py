@@ -14,11 +14,12 @@ from evoforge.infra.config import RunConfig
 from evoforge.infra.edits import SearchReplace, render_diff
 from evoforge.infra.nodes import EVALUATED, STALE, Node
 from evoforge.infra.offline.backend import OfflineBackend
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import COMMIT
 from evoforge.stages.population.history import NEW_BEST, PoolHistory
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
+from evoforge.stages.population.staleness_data import StalenessData
 from evoforge.stages.reflect import reflect
 from evoforge.stages.sample import make_sampler
 from tests.scripted_llm import Scripted
@@ -26,7 +27,7 @@ from tests.scripted_llm import Scripted
 TASK = load_task("circle_packing")
 
 
-def _setup(backend) -> tuple[Item, StageContext, Node]:
+def _setup(backend) -> tuple[Item, RunView, Node]:
     seed = Node(id="seed", run_id="r", code=TASK.initial_code, status=EVALUATED, score_full=1.0)
     best_code = TASK.initial_code.replace("0.45", "0.46", 1)
     best = Node(id="best", run_id="r", code=best_code, status=EVALUATED, score_full=1.2,
@@ -37,13 +38,14 @@ def _setup(backend) -> tuple[Item, StageContext, Node]:
     history = PoolHistory()
     history.record(pool.v, NEW_BEST, best)
     cfg = RunConfig()
-    ctx = StageContext("r", TASK, cfg, backend, pool, make_sampler(cfg.search), random.Random(0),
+    ctx = RunView("r", TASK, cfg, backend, pool, make_sampler(cfg.search), random.Random(0),
                        SandboxLimits(), Path("."), history=history)
     cand_code = TASK.initial_code.replace("0.45", "0.44", 1)
     item = Item(v_i=1, parent=seed)
     item.node = Node(id="cand", run_id="r", code=cand_code, parent_id="seed",
                      diff=Program().diff(TASK.initial_code, cand_code), motivation="smaller ring",
-                     reflection="reflective: staleness 1, similarity 1.00", tokens_in=10, llm_s=1.0)
+                     tokens_in=10, llm_s=1.0,
+                     owned={"staleness": StalenessData(1, "reflective: staleness 1, similarity 1.00")})
     return item, ctx, best
 
 
@@ -69,7 +71,7 @@ def test_keep_leaves_the_candidate_and_records_the_decision_and_its_cost():
     code = item.node.code
     item, result = _reflected(item, ctx)
     assert result.to is None and item.node.code == code and item.reflected
-    assert item.node.reflection.endswith("reflection: kept")
+    assert StalenessData.peek(item.node).note.endswith("reflection: kept")
     assert item.node.tokens_in == 110 and item.node.llm_s == 1.5
 
 
@@ -77,7 +79,7 @@ def test_drop_marks_the_node_stale():
     item, ctx, _ = _setup(Scripted("Decision: drop\nThe pool already has this."))
     item, result = _reflected(item, ctx)
     assert result.to == COMMIT and item.node.status == STALE
-    assert "reflection: dropped" in item.node.reflection
+    assert "reflection: dropped" in StalenessData.peek(item.node).note
 
 
 def test_patch_reapplies_the_idea_onto_the_current_best():
@@ -89,7 +91,7 @@ def test_patch_reapplies_the_idea_onto_the_current_best():
     item, result = _reflected(item, ctx)
     assert result.to is None and item.parent is best and item.v_i == ctx.pool.v
     assert item.node.parent_id == "best" and "0.47" in item.node.code
-    assert "patched onto best" in item.node.reflection
+    assert "patched onto best" in StalenessData.peek(item.node).note
 
 
 def test_an_unusable_patch_or_a_failed_call_keeps_the_candidate_with_the_reason():
@@ -99,11 +101,11 @@ def test_an_unusable_patch_or_a_failed_call_keeps_the_candidate_with_the_reason(
         item, ctx, _ = _setup(backend)
         code = item.node.code
         item, result = _reflected(item, ctx)
-        assert result.to is None and item.node.code == code and words in item.node.reflection
+        assert result.to is None and item.node.code == code and words in StalenessData.peek(item.node).note
 
 
 def test_the_offline_proposer_answers_reflections_with_a_labelled_patch():
     item, ctx, best = _setup(OfflineBackend(seed=3))
     item, _ = _reflected(item, ctx)
-    assert item.node.parent_id == "best" and "patched onto best" in item.node.reflection
+    assert item.node.parent_id == "best" and "patched onto best" in StalenessData.peek(item.node).note
     assert item.node.code != best.code

@@ -18,9 +18,10 @@ from evoforge.infra.runfiles import RunPaths
 from evoforge.stages.algorithms import asi_evolve
 from evoforge.stages.engineer import Engineer, engineer
 from evoforge.stages.evaluation.job import EvalReport, EvalRequest, InlineEvaluations, Release
+from evoforge.stages.pipeline.candidate import new_candidate
 from evoforge.stages.pipeline.stage import Stage, StageResult
-from evoforge.stages.population.candidate import new_candidate
 from evoforge.stages.population.item import Item
+from evoforge.stages.population.repeat_data import RepeatData
 from evoforge.stages.population.repeats import EvalKey, RepeatMemo, duplicate_evaluations
 from evoforge.stages.sinks.mlflow_runs import candidate_run
 from tests.engine_fakes import TASK, make_harness
@@ -72,7 +73,7 @@ def test_two_identical_proposals_in_flight_at_once_are_evaluated_once(tmp_path):
     assert [r.node_id for r in runner.requests] == ["first"]  # one evaluation, not two
     assert evaluated.node.status == EVALUATED and evaluated.node.score_full == 4.0
     node = repeat.node
-    assert node.status == REJECTED and node.repeat_of == "first" and not node.was_evaluated
+    assert node.status == REJECTED and RepeatData.peek(node).repeat_of == "first" and not node.was_evaluated
     assert node.eval_s == 0.0 and node.score_full is None  # nothing ranks or counts it twice
     assert "repeat of node first (evaluated, full score 4)" in node.error
     assert json.loads(node.artifacts["repeated_result"])["score"] == 4.0
@@ -87,7 +88,7 @@ def test_a_program_that_failed_earlier_is_served_its_failure_not_evaluated_again
     again = _item(task, CRASHES.replace("1 / 0", "1/0  # still"), "again")
     node = asyncio.run(engineer(again, ctx)).node
     assert len(runner.requests) == 1
-    assert node.status == REJECTED and node.repeat_of == "crashed" and not node.was_evaluated
+    assert node.status == REJECTED and RepeatData.peek(node).repeat_of == "crashed" and not node.was_evaluated
     assert "repeat of node crashed (failed: " in node.error and "ZeroDivisionError" in node.error
 
 
@@ -146,18 +147,17 @@ class SameProgram(Stage):
 
 
 def test_a_run_of_repeats_evaluates_each_program_once_and_status_counts_the_repeats(tmp_path):
-    h = make_harness(tmp_path, [SameProgram(), Engineer()], max_evals=4,
-                     config={"budget": {"max_evals": 4, "max_proposals": 6}})
     runner = CountingEvaluations()
-    h.engine.ctx.evaluations = runner
+    h = make_harness(tmp_path, [SameProgram(), Engineer()], max_evals=4,
+                     config={"budget": {"max_evals": 4, "max_proposals": 6}}, view={"evaluations": runner})
     asyncio.run(h.run(limit_s=120))
     nodes = h.nodes()
     proposals = [n for n in nodes if n.origin != "seed"]
     assert len(proposals) == 6 and len(runner.requests) == 1  # the seed was evaluated before
     evaluated = [n for n in proposals if n.status == EVALUATED]
-    repeats = [n for n in proposals if n.repeat_of is not None]
+    repeats = [n for n in proposals if RepeatData.peek(n).repeat_of is not None]
     assert len(evaluated) == 1 and len(repeats) == 5
-    assert {n.repeat_of for n in repeats} == {evaluated[0].id}
+    assert {RepeatData.peek(n).repeat_of for n in repeats} == {evaluated[0].id}
     assert duplicate_evaluations(nodes) == 0
     status = build_snapshot(h.state, h.hub, "t", {}, {}, {})["status"]
     h.close()

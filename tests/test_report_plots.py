@@ -16,6 +16,7 @@ from evoforge.infra.nodes import EVALUATED, FAILED, REJECTED, STALE, Node
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.runfiles import RunPaths
 from evoforge.infra.timeline import Timeline
+from evoforge.stages.population.staleness_data import StalenessData
 from evoforge.stages.population.stats import RunStats
 from evoforge.stages.reports.figures import (
     ancestry,
@@ -52,7 +53,8 @@ def _nodes() -> list[Node]:
         _node("r1", "b", None, None, failed_stage="research", error="the answer has no SEARCH block"),
         _node("dup", "b", None, None, status=REJECTED, failed_stage="engineer",
               error="rejected before evaluation: exact duplicate of node 4eb5d3619562"),
-        _node("old", "seed", None, None, status=STALE, reflection="guarded: dropped"),
+        _node("old", "seed", None, None, status=STALE,
+              owned={"staleness": StalenessData(note="guarded: dropped")}),
     ]
 
 

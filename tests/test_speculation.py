@@ -9,6 +9,7 @@ from evoforge.evaluators.cases import CaseResult
 from evoforge.infra.nodes import EVALUATED, FAILED, PROPOSED, ROLLED_BACK, SPECULATIVE, Node
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.population.speculation import Reference, Speculation, confirmed
+from evoforge.stages.population.staleness_data import StalenessData
 
 CASES = [str(i) for i in range(8)]
 
@@ -198,7 +199,7 @@ def test_the_head_rolls_back_a_speculation_the_full_evaluation_disagrees_with(tm
     rig.close()
     assert item.node.status == ROLLED_BACK and item.node not in pool.nodes
     assert pool.best is best and pool.v == v_released + 1
-    assert stored["spec"].status == ROLLED_BACK and "rolled back" in stored["spec"].reflection
+    assert stored["spec"].status == ROLLED_BACK and "rolled back" in StalenessData.peek(stored["spec"]).note
     assert taint_derived([child, other, item], "spec", rig.state.lineage) == [child]
     assert child.tainted_by == "spec" and other.tainted_by is None
     stats = rig.state.stats
@@ -265,9 +266,11 @@ def test_a_rollback_reranks_or_drops_the_descendants_in_the_pool_as_the_policy_s
     child = stored["child"]
     if kept:  # its own full evaluation stands: kept, re-ranked without the ancestor
         assert pool.get("child") is not None and pool.best.id == "child" and child.status == EVALUATED
-        assert f"{policy}: kept in the pool, re-ranked (ancestor spec was rolled back)" in child.reflection
+        note = StalenessData.peek(child).note
+        assert f"{policy}: kept in the pool, re-ranked (ancestor spec was rolled back)" in note
         assert rig.state.stats.dropped_stale == 0
     else:  # guarded: what was built on a rolled-back node leaves the pool
         assert pool.get("child") is None and pool.best is best and child.status == STALE
-        assert "guarded: dropped from the pool (ancestor spec was rolled back)" in child.reflection
+        note = StalenessData.peek(child).note
+        assert "guarded: dropped from the pool (ancestor spec was rolled back)" in note
         assert rig.state.stats.dropped_stale == 1 and rig.state.stats.evaluated_ok == 1  # the seed

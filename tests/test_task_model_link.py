@@ -16,6 +16,7 @@ from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import TaskError, load_task
 from evoforge.evaluators.task_model_client import TaskModelClient, attach_channel
 from evoforge.infra.llm.types import Completion, LLMError
+from evoforge.stages.population.repeat_data import RepeatData
 
 PROGRAM = "# EVOLVE-BLOCK-START\nX = 1\n# EVOLVE-BLOCK-END\n"
 # asks the task model for each word of WORDS in order; "fail" fails on the model's side
@@ -343,7 +344,7 @@ def evaluate(program_path):
         keys_seen = sim.stats()["api_key_sha256"]
     assert code == 0
     status = read_status(run_dir)
-    ran = [n for n in read_nodes(run_dir) if n.was_evaluated and not n.repeat_of]
+    ran = [n for n in read_nodes(run_dir) if n.was_evaluated and RepeatData.peek(n).repeat_of is None]
     assert ran and all(n.metrics["answered"] == calls for n in ran)
     used = status["task_model"]
     assert used["calls"] == calls * len(ran) == sum(n.metrics["task_model_calls"] for n in ran)

@@ -12,6 +12,7 @@ from evoforge.evaluators.task_model_cache import CACHE_FILE
 from evoforge.flows.cli import main
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodestore import NodeStore
+from evoforge.stages.population.repeat_data import RepeatData
 from tests.helpers import read_nodes, read_status
 
 pytestmark = pytest.mark.slow
@@ -33,7 +34,8 @@ def test_a_resumed_run_reads_the_outputs_back_and_counts_every_session(tmp_path)
         assert _run(tmp_path, sim, 8) == 0
     status = read_status(run_dir)["task_model"]
     nodes = read_nodes(run_dir)
-    paid = sum(n.metrics.get("task_model_calls", 0) for n in nodes if n.was_evaluated and not n.repeat_of)
+    paid = sum(n.metrics.get("task_model_calls", 0) for n in nodes
+               if n.was_evaluated and RepeatData.peek(n).repeat_of is None)
     with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:
         paid += sum(f.metrics.get("task_model_calls", 0) for f in store.final_scores())
     assert status["calls"] == paid and status["calls"] > first["calls"]  # both sessions, each call once

@@ -14,6 +14,7 @@ from evoforge.flows.final_report import ranked, winners
 from evoforge.infra.nodes import EVALUATED, FAILED, SPECULATIVE, Node
 from evoforge.infra.nodestore import FinalScore, NodeStore
 from evoforge.stages.population.pool import Pool
+from evoforge.stages.population.repeat_data import RepeatData
 from evoforge.stages.reports.task_model_report import USAGE_LABELS
 
 TEST_CASES = 60  # house_style's test split (tests/test_house_style_task.py pins it)
@@ -83,7 +84,7 @@ def _finals(run_dir: Path) -> list[FinalScore]:
 
 def _node_calls(nodes: list[Node]) -> int:
     """The task-model calls the search's evaluations made (each counted on its node)."""
-    ran = [n for n in nodes if n.was_evaluated and not n.repeat_of]
+    ran = [n for n in nodes if n.was_evaluated and RepeatData.peek(n).repeat_of is None]
     return int(sum(n.metrics.get("task_model_calls", 0) for n in ran))
 
 

@@ -13,6 +13,7 @@ from evoforge.evaluators.task import TaskError, load_task
 from evoforge.evaluators.task_model import TaskChannel, TaskModule
 from evoforge.infra.llm.types import Completion, LLMError
 from evoforge.infra.nodestore import NodeStore
+from evoforge.stages.population.repeat_data import RepeatData
 
 EVALUATOR = '''
 def cases():
@@ -188,7 +189,7 @@ def test_a_prompt_evolves_over_the_simulator_with_its_task_model_counted_apart(t
     seed = next(n for n in nodes if n.origin == "seed")
     assert seed.score_full < 0.4 and status["best_score"] >= seed.score_full + 0.3  # it learned
     assert seed.tokens_in == 0 and seed.metrics["task_model_tokens_in"] > 0  # the seed asked no proposer
-    ran = [n for n in nodes if n.was_evaluated and not n.repeat_of]
+    ran = [n for n in nodes if n.was_evaluated and RepeatData.peek(n).repeat_of is None]
     used = status["task_model"]
     with NodeStore(run_dir / "nodes.duckdb", read_only=True) as store:  # and the winners' test cases
         metrics = [n.metrics for n in ran] + [f.metrics for f in store.final_scores()]

@@ -28,7 +28,8 @@ NOTES = {
     "budget.max_proposals": "all proposals, failed ones too; null: 4 x max_evals",
     "engine.mode": "async | sync (generations with a barrier, the baseline; --mode)",
     "engine.progress_interval_s": "seconds between status.json snapshots and progress lines",
-    "search.sampler": "how parents are chosen (--sampler); see Choosing parents",
+    "search.sampler": "how parents are chosen (--sampler): a registered sampler's name, a plug-in's too "
+                      "(evoforge plugins), checked when the run is built; see Choosing parents",
     "search.map_elites_features": "complexity, diversity or task metrics (each needs feature_ranges)",
     "search.islands": "islands of the islands sampler",
     "staleness.policy": "full | guarded | reflective (--staleness)",

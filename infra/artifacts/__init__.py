@@ -1,6 +1,8 @@
-"""Artifact kinds: what a task evolves (`task.yaml`: `kind:`), one module each.
+"""Artifact kinds: what a task evolves (`task.yaml`: `kind:`), one module each, registered as
+plug-ins are (entry points named `kind.*` in group `evoforge.plugins`, evoforge's own included;
+a run's `--plugin` files hand theirs in through `stages/plugins`).
 
-    >>> sorted(KINDS)
+    >>> sorted(KINDS)[:4]
     ['files', 'playbook', 'program', 'text']
     >>> make_kind("files", files=("a.py",)).name
     'files'
@@ -9,18 +11,20 @@
 from __future__ import annotations
 
 from evoforge.infra.artifacts.base import Applied, ArtifactKind
-from evoforge.infra.artifacts.files import Files
-from evoforge.infra.artifacts.playbook import Playbook
-from evoforge.infra.artifacts.program import Program
-from evoforge.infra.artifacts.text import Text
+from evoforge.infra.plugin_registry import Registry
 
-__all__ = ["KINDS", "Applied", "ArtifactKind", "make_kind"]
+__all__ = ["KINDS", "Applied", "ArtifactKind", "kind_class", "make_kind"]
 
-KINDS: dict[str, type[ArtifactKind]] = {kind.name: kind for kind in (Program, Files, Text, Playbook)}
+KINDS: Registry[ArtifactKind] = Registry("artifact kind", ArtifactKind, prefix="kind", first="program")
+
+
+def kind_class(name: str) -> type[ArtifactKind]:
+    """The kind registered as `name`; KeyError naming the known kinds otherwise."""
+    if name not in KINDS:
+        raise KeyError(KINDS.unknown(name))
+    return KINDS[name]
 
 
 def make_kind(name: str, **spec) -> ArtifactKind:
     """The kind called `name`, made for a task; KeyError naming the known kinds otherwise."""
-    if name not in KINDS:
-        raise KeyError(f"unknown artifact kind '{name}' (kinds: {', '.join(KINDS)})")
-    return KINDS[name](**spec)
+    return kind_class(name)(**spec)

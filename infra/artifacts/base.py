@@ -4,17 +4,20 @@ written for its evaluator and stored.
 A task names its kind in `task.yaml` (`kind:`; an OpenEvolve folder is a `program`); the run
 holds one instance of it, made for the task (`Task.artifact`). The artifact itself is always one
 text (the node's `code`), so hashing for repeats and novelty, the node database and the sinks
-need no kind of their own; the kind says how that text maps to files (`sources`). A new kind is a
-new module with one subclass, and a line in `infra/artifacts/__init__.py`.
+need no kind of their own; the kind says how that text maps to files (`sources`). A kind owns its
+`task.yaml` keys (`task_keys`, checked by `read_task_keys`) and reads its seed (`read_seed`). A
+new kind is a new module with one subclass, registered as a plug-in (an entry point named
+`kind.*`, or a `--plugin` file; docs/extend/artifact-kind.md); `evoforge kinds` lists them.
 """
 
 from __future__ import annotations
 
 import difflib
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from evoforge.infra.prompt_format import search_replace_example
 
@@ -31,14 +34,48 @@ class ArtifactKind(ABC):
     """One kind of artifact, made for one task: its language, program file and evolvable files."""
 
     name: ClassVar[str]
-    about: ClassVar[str]  # one line for `evoforge kinds` and the docs
+    about: ClassVar[str]  # one line for `evoforge kinds` (and `evoforge plugins`) and the docs
     noun: ClassVar[str] = "program"  # what every prompt calls the artifact ("prompt", "playbook", ...)
     expert: ClassVar[str] = "an expert researcher and engineer"  # who the system message addresses
     evolvable_part: ClassVar[str] = ""  # what `evolvable` shows, when not all of it ("its EVOLVE block")
+    task_keys: ClassVar[Mapping[str, str]] = {}  # its own task.yaml keys -> what each one holds
+    required_keys: ClassVar[tuple[str, ...]] = ()  # of those, the ones a task of this kind must set
+    seed_key: ClassVar[str | None] = None  # the key naming the one file the seed is (None: several)
+    runs_on_task_model: ClassVar[bool] = False  # scored by running it with a task model on cases
 
     def __init__(self, *, language: str = "python", program_name: str = "",
                  files: tuple[str, ...] = ()) -> None:
         self.language, self.program_name, self.files = language, program_name, files
+
+    @classmethod
+    def read_task_keys(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Its own `task.yaml` keys (those the file sets), checked and typed; ValueError, one line
+        naming the key, when a required one is missing or a value is bad (by default each value
+        is a non-empty string: a file name)."""
+        for key in cls.required_keys:
+            if key not in values:
+                raise ValueError(f"kind {cls.name} needs '{key}', {cls.task_keys[key]}")
+        out = {}
+        for key, value in values.items():
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"{key} must be a non-empty string, got {value!r}")
+            out[key] = value.strip()
+        return out
+
+    @classmethod
+    def seed_files(cls, values: Mapping[str, Any]) -> tuple[str, ...]:
+        """The evolvable files the task's checked keys name (none: the loader finds the program)."""
+        return (values[cls.seed_key],) if cls.seed_key in values else ()
+
+    @classmethod
+    def read_seed(cls, root: Path, names: tuple[str, ...]) -> str:
+        """The initial artifact from the task folder's files `names`; ValueError (one line naming
+        the file) when it cannot be one."""
+        (name,) = names
+        try:
+            return (root / name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{name}: cannot read: {' '.join(str(exc).split())}") from None
 
     @abstractmethod
     def show(self, artifact: str) -> str:

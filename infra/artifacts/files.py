@@ -18,7 +18,9 @@ files, and the listed files an answer leaves alone, reach the evaluator byte for
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from evoforge.infra.artifacts.base import Applied, ArtifactKind
 from evoforge.infra.artifacts.bundle import FILE_LINE, file_line, pack, unpack
@@ -34,6 +36,8 @@ from evoforge.infra.evolve_block import EditError, has_markers, split_program
 from evoforge.infra.failure_reasons import EMPTY, FROZEN, MALFORMED
 from evoforge.infra.prompt_format import render_program_section, search_replace_example
 
+EVALUATOR_FILE = "evaluator.py"  # the task folder's evaluator: never evolvable
+
 
 class Files(ArtifactKind):
     """The evolvable files of a project folder, packed into one text."""
@@ -43,6 +47,36 @@ class Files(ArtifactKind):
 
     noun = "project"
     evolvable_part = "the evolvable part of each file"
+    task_keys = {"files": "the list of evolvable files"}
+    required_keys = ("files",)
+
+    @classmethod
+    def read_task_keys(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        if "files" not in values:
+            raise ValueError(f"kind {cls.name} needs 'files', {cls.task_keys['files']}")
+        value = values["files"]
+        if (not isinstance(value, list) or not value
+                or not all(isinstance(v, str) and v.strip() for v in value)):
+            raise ValueError(f"files must be a non-empty list of file paths in the task folder, "
+                             f"got {value!r}")
+        names = tuple(v.strip() for v in value)
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"files: '{twice[0]}' is listed twice")
+        if EVALUATOR_FILE in names:
+            raise ValueError(f"files: {EVALUATOR_FILE} cannot evolve")
+        return {"files": names}
+
+    @classmethod
+    def seed_files(cls, values: Mapping[str, Any]) -> tuple[str, ...]:
+        return tuple(values["files"])
+
+    @classmethod
+    def read_seed(cls, root: Path, names: tuple[str, ...]) -> str:
+        try:
+            return load_files(root, names)
+        except ValueError as exc:
+            raise ValueError(f"task.yaml: files: {exc}") from None
 
     def show(self, artifact: str) -> str:
         return render_program_section(artifact, "text", self.noun)

@@ -93,6 +93,9 @@ class Playbook(OneFile):
 
     noun = "playbook"
     expert = "an expert at curating an assistant's context"
+    task_keys = {"playbook": "the file of the playbook to evolve (or prompts:/NAME@ALIAS in MLflow)"}
+    required_keys, seed_key = ("playbook",), "playbook"
+    runs_on_task_model = True
 
     def show(self, artifact: str) -> str:
         return render_program_section(artifact, PLAYBOOK_FENCE, self.noun)

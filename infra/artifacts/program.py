@@ -12,9 +12,11 @@ The artifact is the program's text; an answer is SEARCH/REPLACE blocks or one fe
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from evoforge.infra.artifacts.base import Applied, ArtifactKind
 from evoforge.infra.edits import apply_answer, parse_answer
-from evoforge.infra.evolve_block import EditError, split_program
+from evoforge.infra.evolve_block import END_MARKER, START_MARKER, EditError, split_program
 from evoforge.infra.prompt_format import render_program_section
 
 
@@ -25,6 +27,20 @@ class Program(ArtifactKind):
     about = "one source file; its EVOLVE block evolves (OpenEvolve's format, any language)"
 
     evolvable_part = "its EVOLVE block"
+    task_keys = {"program": "the program file (default: initial_program.*, else the one .py file with "
+                            "EVOLVE markers)"}
+    seed_key = "program"
+
+    @classmethod
+    def read_seed(cls, root: Path, names: tuple[str, ...]) -> str:
+        code = super().read_seed(root, names)
+        if START_MARKER not in code and END_MARKER not in code:
+            raise ValueError(f"{names[0]}: no {START_MARKER}/{END_MARKER} markers (mark the evolvable code)")
+        try:
+            split_program(code)
+        except EditError as exc:
+            raise ValueError(f"{names[0]}: {exc}") from None
+        return code
 
     def show(self, artifact: str) -> str:
         return render_program_section(artifact, self.language)

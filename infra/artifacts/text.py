@@ -29,6 +29,9 @@ class Text(OneFile):
 
     noun = "prompt"
     expert = "an expert prompt engineer"
+    task_keys = {"prompt": "the file of the prompt to evolve (or prompts:/NAME@ALIAS in MLflow)"}
+    required_keys, seed_key = ("prompt",), "prompt"
+    runs_on_task_model = True
 
     def show(self, artifact: str) -> str:
         return render_program_section(artifact, TEXT_FENCE, self.noun)

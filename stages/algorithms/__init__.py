@@ -1,6 +1,8 @@
 """Algorithms: which stages make up a run and which artifact kinds it evolves, one module each
-(`engine.algorithm`, `--algorithm`; `evoforge algorithms` lists them). A new algorithm is a new
-module with one `Algorithm` subclass and a line in `ALGORITHMS`; a user's is a `.py` file.
+(`engine.algorithm`, `--algorithm`; `evoforge algorithms` lists them). An algorithm is a module
+with one `Algorithm` subclass, registered as plug-ins are: an entry point named `algorithm.*` in
+group `evoforge.plugins` (evoforge's own included), a `--plugin` file, or a `.py` file named as
+the algorithm itself.
 
     >>> algorithm = algorithm_named("asi-evolve")
     >>> algorithm.pipeline().names()[:3], algorithm.evolves("playbook")
@@ -15,11 +17,8 @@ from __future__ import annotations
 
 import inspect
 
-from evoforge.stages.algorithms.ace import Ace
-from evoforge.stages.algorithms.asi_evolve import AsiEvolve
+from evoforge.infra.plugin_registry import Registry
 from evoforge.stages.algorithms.base import Algorithm, AlgorithmError
-from evoforge.stages.algorithms.gepa import Gepa
-from evoforge.stages.algorithms.ml_evolve import MlEvolve
 from evoforge.stages.pipeline.plugins import (
     PluginError,
     import_plugin,  # --plugin's loader, shared
@@ -27,12 +26,8 @@ from evoforge.stages.pipeline.plugins import (
 
 __all__ = ["ALGORITHMS", "Algorithm", "AlgorithmError", "algorithm_named"]
 
-ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (
-    AsiEvolve,
-    MlEvolve,
-    Gepa,
-    Ace,
-)}
+ALGORITHMS: Registry[Algorithm] = Registry("algorithm", Algorithm, prefix="algorithm",
+                                           first="asi-evolve")  # the default, listed first
 
 
 def algorithm_named(name: str) -> Algorithm:
@@ -40,7 +35,7 @@ def algorithm_named(name: str) -> Algorithm:
     if name.endswith(".py"):
         return _from_file(name)
     if name not in ALGORITHMS:
-        raise AlgorithmError(f"unknown algorithm '{name}' (algorithms: {', '.join(ALGORITHMS)})")
+        raise AlgorithmError(ALGORITHMS.unknown(name))
     return ALGORITHMS[name]()
 
 

@@ -16,8 +16,8 @@ from evoforge.stages.algorithms.base import Algorithm
 from evoforge.stages.curator import Curator
 from evoforge.stages.engineer import Engineer
 from evoforge.stages.generate import Generate
-from evoforge.stages.pipeline.context import StageContext
 from evoforge.stages.pipeline.pipeline import Pipeline
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.reflect import Reflect
 from evoforge.stages.reflector import Reflector
 from evoforge.stages.sinks.ace_stream import AceStream
@@ -27,7 +27,7 @@ from evoforge.stages.sinks.base import Sink
 class StreamGenerate(Generate):
     """The generator, bringing the sink that keeps the stream's figures."""
 
-    def sinks(self, ctx: StageContext) -> Sequence[Sink]:
+    def sinks(self, ctx: RunView) -> Sequence[Sink]:
         return [AceStream(ctx.config.ace.mode, self.position)]
 
 

@@ -10,7 +10,6 @@ engineer's door under the reflective staleness policy.
 
 from __future__ import annotations
 
-from evoforge.infra.artifacts import KINDS
 from evoforge.stages.algorithms.base import Algorithm
 from evoforge.stages.analyze import Analyze
 from evoforge.stages.debug import Debug
@@ -26,11 +25,15 @@ NAME = "asi-evolve"
 
 
 class AsiEvolve(Algorithm):
-    """The default algorithm (`engine.algorithm: asi-evolve`): every artifact kind, no defaults."""
+    """The default algorithm (`engine.algorithm: asi-evolve`): every artifact kind, a plug-in's
+    too (`kinds` lists the built-in ones), no defaults."""
 
     name = NAME
     about = "ASI-Evolve's learn, design, experiment, analyze loop; ml-evolve's roles; reflection"
-    kinds = tuple(KINDS)
+    kinds = ("program", "files", "text", "playbook")
+
+    def evolves(self, kind: str) -> bool:
+        return True
 
     def pipeline(self) -> Pipeline:
         return pipeline()

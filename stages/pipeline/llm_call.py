@@ -7,13 +7,12 @@ import time
 
 from evoforge.infra.llm.scheduler import QUERY, asking
 from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
-from evoforge.infra.llm_traces import note_call
+from evoforge.infra.llm_traces import trace_call
 from evoforge.infra.nodes import Node
-from evoforge.stages.pipeline.authorship import answer_kind
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 
 
-async def ask_llm(ctx: StageContext, node: Node, messages: list[dict[str, str]],
+async def ask_llm(ctx: RunView, node: Node, messages: list[dict[str, str]],
                   llm: LLMBackend | None = None, priority: int = QUERY,
                   rank: tuple[float, ...] = (), keep: int | None = None) -> Completion:
     """The answer of the run's LLM (or of `llm`) to `messages`, its seconds and tokens added to
@@ -38,19 +37,3 @@ async def ask_llm(ctx: StageContext, node: Node, messages: list[dict[str, str]],
     node.tokens_out += completion.tokens_out
     trace_call(llm, messages, started_at, completion.seconds, completion)
     return completion
-
-
-def trace_call(llm: LLMBackend, messages: list[dict[str, str]], started_at: float, seconds: float,
-               completion: Completion | None = None, error: str | None = None) -> None:
-    """Note a call to `llm` (answered, or failed with `error`) for its MLflow trace; outside a
-    recording (a stage run, the plan agent's round) nothing is noted."""
-    if completion is None:
-        offline = llm.name == "offline"
-        note_call(messages, answer="", backend=llm.name, model=llm.model,
-                  author="offline" if offline else "unknown", tokens_in=0, tokens_out=0,
-                  started_at=started_at, seconds=seconds, error=error)
-        return
-    note_call(messages, answer=completion.text, backend=completion.backend, model=completion.model,
-              author=answer_kind(completion), tokens_in=completion.tokens_in,
-              tokens_out=completion.tokens_out, started_at=started_at, seconds=seconds,
-              attempts=completion.attempts)

@@ -1,17 +1,18 @@
-"""Stage plug-ins from outside the package: a `.py` file or an importable module name
-(`engine.plugins`, `--plugin`), each contributing the `Stage` subclasses it defines."""
+"""Plug-in files and modules (`engine.plugins`, `--plugin`): how one is imported, and the stages
+it defines made into instances. `stages/plugins` sorts everything else a plug-in defines (sinks,
+samplers, artifact kinds, algorithms) into its registry."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
 import importlib.util
-import inspect
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
+from evoforge.infra.plugin_registry import defined_classes
 from evoforge.stages.pipeline.stage import Stage
 
 
@@ -23,22 +24,24 @@ def load_plugins(specs: Sequence[str]) -> list[Stage]:
     """One instance of every concrete `Stage` subclass each plug-in defines, in the order given."""
     stages: list[Stage] = []
     for spec in specs:
-        module = import_plugin(spec)
-        found = [cls for _, cls in inspect.getmembers(module, inspect.isclass)
-                 if issubclass(cls, Stage) and cls.__module__ == module.__name__
-                 and not inspect.isabstract(cls)]
-        if not found:
-            raise PluginError(f"plug-in {spec}: defines no Stage subclass")
-        for cls in sorted(found, key=lambda c: inspect.getsourcelines(c)[1]):
-            try:
-                stages.append(cls())
-            except TypeError as exc:
-                raise PluginError(f"plug-in {spec}: {cls.__name__}() cannot be made without arguments "
-                                  f"({exc})") from None
+        stages += make_stages(spec, defined_classes(import_plugin(spec), Stage))
+    return stages
+
+
+def make_stages(spec: str, classes: Sequence[type[Stage]]) -> list[Stage]:
+    """One instance of each stage class plug-in `spec` defines; PluginError when one needs arguments."""
+    stages = []
+    for cls in classes:
+        try:
+            stages.append(cls())
+        except TypeError as exc:
+            raise PluginError(f"plug-in {spec}: {cls.__name__}() cannot be made without arguments "
+                              f"({exc})") from None
     return stages
 
 
 def import_plugin(spec: str) -> ModuleType:
+    """The module a plug-in spec names: a `.py` file (loaded once per process) or a module name."""
     path = Path(spec)
     try:
         if spec.endswith(".py"):

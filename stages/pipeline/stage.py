@@ -1,7 +1,8 @@
 """The stage contract: what a stage plug-in declares, and what it hands back to the engine.
 
 A stage is one module holding one `Stage` subclass: its name, where it sits in the pipeline, how
-many workers it runs, an async `run(item, ctx) -> StageResult`, and optionally data of its own
+many workers it runs, an async `run(item, ctx) -> StageResult` (`ctx`: the run's read-only view,
+stages/pipeline/run_view.py), and optionally data of its own
 on each node (a `NodeData` dataclass) and sinks that record it. The engine (flows/engine.py)
 gives each stage a `StagePool` (queue, workers, meters) and knows nothing else about it. A stage
 never changes shared state: it works on a private copy of the item's node (`item.node.copy()`)
@@ -30,7 +31,7 @@ from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import Node
 
 if TYPE_CHECKING:
-    from evoforge.stages.pipeline.context import StageContext
+    from evoforge.stages.pipeline.run_view import RunView
     from evoforge.stages.population.item import Item, ItemUpdate
     from evoforge.stages.sinks.base import Sink
 
@@ -120,21 +121,21 @@ class Stage(ABC):
         """Whether this run uses the stage at all (e.g. reflect only under the reflective policy)."""
         return True
 
-    def skips(self, item: Item, ctx: StageContext) -> bool:
+    def skips(self, item: Item, ctx: RunView) -> bool:
         """True when the stage has nothing to do for `item`: the engine routes it past the stage
         without queueing it or spending a task run (e.g. the Analyzer on a duplicate)."""
         return False
 
-    def admit(self, item: Item, ctx: StageContext) -> Admission:
+    def admit(self, item: Item, ctx: RunView) -> Admission:
         """The entry policy, checked when a worker takes the item off the queue; default: admit."""
         return Admission()
 
-    def sinks(self, ctx: StageContext) -> Sequence[Sink]:
+    def sinks(self, ctx: RunView) -> Sequence[Sink]:
         """Sinks this stage brings to record what it hands on (`Item.owned`, its node data)."""
         return ()
 
     @abstractmethod
-    async def run(self, item: Item, ctx: StageContext) -> StageResult:
+    async def run(self, item: Item, ctx: RunView) -> StageResult:
         """Do the stage's work on `item` and say what came of it."""
 
     def __repr__(self) -> str:

@@ -2,7 +2,7 @@
 
 Selection uses one fitness, `Pool.score`: the task score signed so that larger is better, plus,
 when an LLM judge is on (`judge.weight > 0`) and has scored the node, a bonus
-`judge_weight * judge_score * judge_scale`. `judge_score` is in [0, 1] (the judge's N/10), and
+`judge_weight * score * judge_scale`, its `JudgeData.score` in [0, 1] (the judge's N/10), and
 `judge_scale` is the magnitude of the seed's full score (set by whoever builds the pool, before
 any node is added: the ranking keeps the fitness it had when a node came in), so a weight of 0.1
 is worth at most 10% of the seed's score. The bonus always makes a node better (it
@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Any
 
 from evoforge.infra.nodes import EVALUATED, SPECULATIVE, Node
+from evoforge.stages.judge_data import JudgeData
 
 _LEXEME = re.compile(
     r'[rRbBuUfF]{0,2}(?:"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\')'
@@ -89,8 +90,9 @@ class Pool:
         value = self.value(node)
         assert value is not None
         signed = value if self.maximize else -value
-        if node.judge_score is not None and self.judge_weight:
-            signed += self.judge_weight * node.judge_score * self.judge_scale
+        judged = JudgeData.peek(node).score
+        if judged is not None and self.judge_weight:
+            signed += self.judge_weight * judged * self.judge_scale
         return signed
 
     def better(self, a: Node, b: Node | None) -> bool:

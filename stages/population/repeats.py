@@ -35,7 +35,9 @@ from typing import Any
 from evoforge.evaluators.task import Task
 from evoforge.infra.failure_reasons import DUPLICATE
 from evoforge.infra.nodes import EVALUATED, FAILED, REJECTED, ROLLED_BACK, Node
+from evoforge.stages.engineer_data import EngineerData
 from evoforge.stages.population.pool import normalized_code_hash
+from evoforge.stages.population.repeat_data import RepeatData
 from evoforge.stages.tuning.param_space import ParamSpace, SpaceError, parse_space
 
 _ERROR_CHARS = 300
@@ -69,7 +71,7 @@ class Recorded:
     def of(cls, node: Node, level: str, score: float | None = None) -> Recorded | None:
         """The node's result at `level` (`score`: at the key's knob values; default: the node's
         score there), or None when it is not a complete result (pruned, not evaluated, a repeat)."""
-        if not node.was_evaluated or node.repeat_of is not None:
+        if not node.was_evaluated or RepeatData.peek(node).repeat_of is not None:
             return None
         score = node.score(level) if score is None else score
         if node.status in (EVALUATED, ROLLED_BACK) and score is not None:
@@ -134,7 +136,7 @@ class RepeatMemo:
         program is the one its repeats name)."""
         memo, level = cls(), task.search_level
         for node in sorted(nodes, key=lambda n: n.evaluated_at or n.created_at):
-            if not node.was_evaluated or node.repeat_of is not None:
+            if not node.was_evaluated or RepeatData.peek(node).repeat_of is not None:
                 continue
             try:
                 params = knob_space(node.code, task).defaults()
@@ -142,7 +144,7 @@ class RepeatMemo:
                 continue
             key = EvalKey.of(node.code, level, params)
             if key not in memo._done:  # a run from before this memo may hold a program twice
-                memo.finish(key, node, level, node.score_default if params else None)
+                memo.finish(key, node, level, EngineerData.peek(node).score_default if params else None)
         return memo
 
 
@@ -173,7 +175,8 @@ def serve_repeat(node: Node, record: Recorded) -> Node:
     """The engineer's copy of a repeated program, served `record` and not evaluated: status
     rejected, `repeat_of` naming the node whose evaluation it repeats, the result in its error
     and in `artifacts["repeated_result"]`; no score, so nothing ranks or counts it twice."""
-    node.status, node.failed_stage, node.repeat_of = REJECTED, "engineer", record.node_id
+    node.status, node.failed_stage = REJECTED, "engineer"
+    RepeatData.of(node).repeat_of = record.node_id
     node.reason = DUPLICATE
     node.error = (f"repeat of node {record.node_id} ({record.summary()}): served from that "
                   "evaluation, not evaluated again")

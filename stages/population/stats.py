@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from evoforge.infra import failure_reasons as why
 from evoforge.infra.nodes import Node, Status
 from evoforge.stages.analysis_data import BY_LLM, BY_SUMMARY, AnalysisData
+from evoforge.stages.population.repeat_data import RepeatData
+from evoforge.stages.reflect_data import ReflectData, ReflectOutcome
+from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.tuning.param_study import TuningData
 
 _FAILED_HERE = {"research": why.NO_EDIT, "guard": why.GUARD, "gate": why.EVALUATION,
@@ -78,11 +81,12 @@ class RunStats:
         self.eval_cpu_s += node.eval_cpu_s
         self.trials += TuningData.peek(node).trials_run
         self.evaluations += node.was_evaluated
-        self.reflected += "reflection:" in node.reflection
+        reflected = ReflectData.peek(node).outcome
+        self.reflected += reflected is not None and reflected.decided
         analysed_by = AnalysisData.peek(node).by
         self.analysed_llm += analysed_by == BY_LLM
         self.analysed_summary += analysed_by == BY_SUMMARY
-        if "reflection: patched" in node.reflection:
+        if reflected == ReflectOutcome.PATCHED:
             self.patched += 1
             self.patched_llm_s += node.llm_s
         reason = reason_of(node)
@@ -103,7 +107,7 @@ class RunStats:
             case Status.REJECTED:
                 self.failed += 1
                 self.duplicates += reason == why.DUPLICATE  # (a gate's rejection is not one)
-                self.repeats += node.repeat_of is not None
+                self.repeats += RepeatData.peek(node).repeat_of is not None
             case Status.STALE:
                 self.dropped_stale += 1
                 self.wasted_llm_s += node.llm_s
@@ -130,7 +134,7 @@ class RunStats:
         for node in nodes:
             if node.status.terminal:
                 stats.count(node)
-                stats.promotions += node.promoted_round is not None
+                stats.promotions += PromotionData.peek(node).round is not None
                 stats.speculative_released += node.speculative_at is not None
                 stats.confirmed += node.speculative_at is not None and node.status == Status.EVALUATED
         stats.eval_s += held_out_cost[0]

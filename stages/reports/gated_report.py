@@ -12,7 +12,9 @@ from collections.abc import Sequence
 
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.nodestore import FinalScore
+from evoforge.stages.engineer_data import EngineerData
 from evoforge.stages.rounds.branches import Plan
+from evoforge.stages.rounds.plan_data import node_branch
 from evoforge.stages.rounds.promotion import PromotionSummary, spearman
 from evoforge.stages.tuning.param_study import TuningData
 
@@ -32,7 +34,8 @@ def final_section(finals: Sequence[FinalScore], nodes: dict[str, Node]) -> list[
         knobs = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                           for k, v in sorted((n.params if n else {}).items())) or "-"
         final = _fmt(f.score) if f.error is None else f"failed: {f.error[:60]}"
-        lines.append(f"| `{f.node_id}` | {n.branch if n else '-'} | {_fmt(n.score_pilot if n else None)} | "
+        branch = node_branch(n) if n else "-"
+        lines.append(f"| `{f.node_id}` | {branch} | {_fmt(n.score_pilot if n else None)} | "
                      f"{_fmt(n.score_full if n else None)} | {final} | {knobs} |")
     return lines + [""]
 
@@ -53,13 +56,14 @@ def levels_section(nodes: Sequence[Node], promotions: Sequence[PromotionSummary]
 def optuna_section(nodes: Sequence[Node], level: str, maximize: bool) -> list[str]:
     """How much the numbers were worth: best trial vs the structure's declared defaults."""
     tuned = [n for n in nodes if n.status == EVALUATED and TuningData.peek(n).trials_run
-             and n.score_default is not None
+             and EngineerData.peek(n).score_default is not None
              and n.score(level) is not None]
     lines = ["## Optuna vs the declared defaults", ""]
     if not tuned:
         return lines + ["No structure was tuned.", ""]
     sign = 1.0 if maximize else -1.0
-    gains = [sign * (n.score(level) - n.score_default) for n in tuned]  # type: ignore[operator]
+    gains = [sign * (n.score(level) - EngineerData.peek(n).score_default)  # type: ignore[operator]
+             for n in tuned]
     improved = sum(g > 0 for g in gains)
     saturated = sum(TuningData.peek(n).saturation.get("improved") == 0.0 for n in tuned)
     trials = sum(TuningData.peek(n).trials_run for n in tuned)

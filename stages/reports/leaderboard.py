@@ -15,6 +15,7 @@ from evoforge.infra.nodes import SPECULATIVE, Node
 from evoforge.stages.population.history import PoolUpdate
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.rounds.branches import Plan
+from evoforge.stages.rounds.plan_data import node_branch
 from evoforge.stages.rounds.promotion import PromotionSummary
 from evoforge.stages.tuning.param_study import TuningData
 
@@ -54,7 +55,7 @@ def _staged_rows(nodes: Sequence[Node]) -> list[str]:
     rows = ["| rank | node | branch | pilot | full | knobs (best trial) | trials | parent | motivation |",
             "|---|---|---|---|---|---|---|---|---|"]
     for rank, n in enumerate(nodes, 1):
-        rows.append(f"| {rank} | `{n.id}` | {n.branch or '-'} | {_fmt(n.score_pilot)} | "
+        rows.append(f"| {rank} | `{n.id}` | {node_branch(n) or '-'} | {_fmt(n.score_pilot)} | "
                     f"{_fmt(n.score_full)} | {_knobs(n)} | {TuningData.peek(n).trials_run} | "
                     f"`{n.parent_id or '-'}` | "
                     f"{_motivation(n)} |")
@@ -66,7 +67,7 @@ def leaderboard_rows(pool: Pool, top: int = 20) -> list[dict[str, Any]]:
     table artifact): every score named by its level."""
     return [{"rank": rank, "node": n.id, "score": pool.value(n), "level": pool.level,
              "score_pilot": n.score_pilot, "score_full": n.score_full,
-             "status": str(n.status), "branch": n.branch, "generation": n.generation,
+             "status": str(n.status), "branch": node_branch(n), "generation": n.generation,
              "parent": n.parent_id, "origin": n.origin, "backend": n.backend, "model": n.model,
              "params": dict(n.params), "motivation": " ".join(n.motivation.split())[:200]}
             for rank, n in enumerate(pool.ranked()[:top], 1)]
@@ -91,8 +92,9 @@ def leaderboard_md(task_name: str, pool: Pool, top: int = 20, plan: Plan | None 
     branches = {b.id: b for b in plan.slots} if plan is not None else {}
     best_of: dict[str, Node] = {}
     for node in pool.ranked():
-        if node.branch is not None:
-            best_of.setdefault(node.branch, node)
+        drawn_for = node_branch(node)
+        if drawn_for is not None:
+            best_of.setdefault(drawn_for, node)
     if best_of or branches:
         lines += ["", "## Best per branch", "", "| branch | slot | hypothesis | best node | pilot | full |",
                   "|---|---|---|---|---|---|"]

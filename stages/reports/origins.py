@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from evoforge.cognition.entries import text_id
 from evoforge.infra.nodes import EVALUATED, Node
+from evoforge.stages.analysis_data import AnalysisData
 
 ORIGINS = ("cognition", "experience", "novel")
 
@@ -43,7 +44,7 @@ def lessons_written(nodes: Sequence[Node]) -> list[tuple[str, str]]:
     out = []
     for node in nodes:
         ids = set(node.artifacts.get("lessons_written", "").split(","))
-        out += [(node.id, lesson) for lesson in node.lessons if text_id(lesson) in ids]
+        out += [(node.id, lesson) for lesson in AnalysisData.peek(node).lessons if text_id(lesson) in ids]
     return out
 
 

@@ -10,6 +10,7 @@ from collections import Counter
 from evoforge.infra.nodes import Node
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.rounds.branches import Branch, Plan
+from evoforge.stages.rounds.plan_data import node_branch
 
 
 class BranchShares:
@@ -28,13 +29,14 @@ class BranchShares:
     @classmethod
     def rebuild(cls, nodes: list[Node]) -> BranchShares:
         """The counts as the node database has them (resume)."""
-        return cls(Counter(n.branch for n in nodes if n.branch is not None and n.origin != "seed"))
+        branches = (node_branch(n) for n in nodes if n.origin != "seed")
+        return cls(Counter(b for b in branches if b is not None))
 
 
 def branch_parent(branch: Branch, pool: Pool, rng: random.Random, exploitation: float) -> Node | None:
     """A parent for the branch: its best node with probability `exploitation`, else one of its
     nodes at random; None when the branch has no evaluated node yet."""
-    members = [n for n in pool.ranked() if n.branch == branch.id]
+    members = [n for n in pool.ranked() if node_branch(n) == branch.id]
     if not members:
         return None
     return members[0] if rng.random() < exploitation else rng.choice(members)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from statistics import mean
 
 from evoforge.infra.nodes import FAILED, Node
+from evoforge.stages.rounds.plan_data import node_branch
 from evoforge.stages.tuning.param_study import TuningData
 
 GENERIC_HYPOTHESES = (
@@ -115,7 +116,7 @@ def initial_plan(task_description: str, slots: int, kill: KillCriteria, seeds: S
 def branch_health(plan: Plan, nodes: Sequence[Node], round_of: Callable[[Node], int], current_round: int,
                   level: str, maximize: bool) -> dict[str, BranchHealth]:
     """The health of every branch in the plan's slots, with the kill rule applied."""
-    return {b.id: _health(b, [n for n in nodes if n.branch == b.id], round_of, current_round, level,
+    return {b.id: _health(b, [n for n in nodes if node_branch(n) == b.id], round_of, current_round, level,
                           maximize) for b in plan.slots}
 
 

@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
+from evoforge.infra.llm.authorship import OFFLINE, SIMULATED, answer_kind
 from evoforge.infra.llm.scheduler import PLAN, asking
 from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
+from evoforge.infra.llm_traces import trace_call
 from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import PLAN_MARKER, PlanSlot, render_plan_slot
-from evoforge.stages.pipeline.authorship import OFFLINE, SIMULATED, answer_kind
-from evoforge.stages.pipeline.llm_call import trace_call
 from evoforge.stages.rounds.branches import (
     GENERIC_HYPOTHESES,
     Branch,
@@ -30,6 +30,7 @@ from evoforge.stages.rounds.branches import (
     branch_health,
     describe_health,
 )
+from evoforge.stages.rounds.plan_data import node_branch
 
 OFFLINE_AUTHOR = "offline (no LLM): health rules only"
 SIMULATED_AUTHOR = "simulated (llm-sim)"
@@ -79,7 +80,7 @@ def build_leaderboard(nodes: Sequence[Node], level: str, maximize: bool,
     """The best `limit` nodes at the search level, best first."""
     scored = [n for n in nodes if n.score(level) is not None]
     scored.sort(key=lambda n: n.score(level), reverse=maximize)
-    return [LeaderRow(n.id, n.branch, n.score(level), n.score_full) for n in scored[:limit]]
+    return [LeaderRow(n.id, node_branch(n), n.score(level), n.score_full) for n in scored[:limit]]
 
 
 def plan_messages(plan: Plan, health: dict[str, BranchHealth], leaderboard_rows: Sequence[Row],

@@ -2,11 +2,12 @@
 re-evaluated on the full training data with their best knob values, so consistent leaders
 are confirmed and pilot-lucky ones are exposed.
 
-`promotion_candidates` picks who goes up, `promote` runs their `full` evaluations on the run's
-evaluation runner (the shared slots; Prefect task runs `promote-<node>`), and `summarize`
-compares the two levels over every candidate promoted so far: Spearman's rank correlation of
-pilot and full, and which candidates held their rank (consistent) or fell (noisy). Only the
-commit applies the results to the nodes. Example::
+`promotion_candidates` picks who goes up, `promote` runs their `full` evaluations on the
+evaluation runner it is given (the run's shared slots; Prefect task runs `promote-<node>`), and
+`summarize` compares the two levels over every candidate promoted so far: Spearman's rank
+correlation of pilot and full, and which candidates held their rank (consistent) or fell (noisy).
+Only the head applies the results to the nodes (flows/promotion_flow.py hands them to it through
+the engine). Example::
 
     spearman([1, 2, 3], [10, 30, 20])  # 0.5
 """
@@ -14,13 +15,14 @@ commit applies the results to the nodes. Example::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from evoforge.infra.nodes import EVALUATED, Node
-from evoforge.stages.evaluation.requests import request_for
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.evaluation.job import EvalRequest, EvaluationRunner
 from evoforge.stages.population.pool import Pool
+from evoforge.stages.rounds.plan_data import node_branch
+from evoforge.stages.rounds.promotion_data import PromotionData
 
 PROMOTE_RUN = "promote-{node}"
 
@@ -55,18 +57,20 @@ def promotion_candidates(pool: Pool, k: int) -> list[Node]:
     for node in pool.ranked():
         if len(out) >= k:
             break
-        if node.status == EVALUATED and node.score_full is None and node.promoted_round is None:
+        if (node.status == EVALUATED and node.score_full is None
+                and PromotionData.peek(node).round is None):
             out.append(node)
     return out
 
 
-async def promote(nodes: Sequence[Node], ctx: StageContext) -> list[Promoted]:
-    """Evaluate each node at `full` with its best knob values, all at once (the slots queue them)."""
+async def promote(nodes: Sequence[Node], runner: EvaluationRunner,
+                  request_of: Callable[[Node], EvalRequest]) -> list[Promoted]:
+    """Evaluate each node at `full` with its best knob values (`request_of(node)`: its evaluation
+    job at the search level), all at once on `runner` (the slots queue them)."""
 
     async def one(node: Node) -> Promoted:
-        request = request_for(node, ctx, node.params).with_name(PROMOTE_RUN.format(node=node.id))
-        request = request.at_level("full")
-        outcome = (await ctx.evaluations.run(request, None)).outcome
+        request = request_of(node).with_name(PROMOTE_RUN.format(node=node.id)).at_level("full")
+        outcome = (await runner.run(request, None)).outcome
         assert node.score_pilot is not None
         return Promoted(node.id, node.score_pilot, outcome.score if outcome.ok else None,
                         outcome.error, outcome.seconds, outcome.cpu_s or 0.0)
@@ -132,6 +136,6 @@ def promotion_md(summary: PromotionSummary, nodes: dict[str, Node]) -> str:
         verdict = "noisy" if r.node_id in summary.noisy else "consistent" if r.full is not None else \
             f"failed at full: {(r.error or '')[:80]}"
         full = "-" if r.full is None else f"{r.full:.6g}"
-        branch = node.branch if node else "-"
+        branch = node_branch(node) if node else "-"
         lines.append(f"| `{r.node_id}` | {branch} | {r.pilot:.6g} | {full} | {verdict} |")
     return "\n".join(lines) + "\n"

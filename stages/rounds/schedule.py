@@ -1,6 +1,7 @@
 """Rounds: every `rounds.size` finished candidates is one round; every K rounds the round jobs
 run beside the pipeline — the plan agent (`plan.every`) and the promotion subflow
-(`promotion.every`) — and their decisions reach the run through the head (`RunHead`).
+(`promotion.every`) — and their decisions reach the run's head through the engine (`RunHead`:
+the engine's door, flows/run_door.py).
 
 A round job is a background task of the engine, so an exception in it takes the run down
 through the engine's one fatal path, like any other background task.
@@ -21,8 +22,8 @@ log = logging.getLogger("evoforge.rounds")
 
 
 class RunHead(Protocol):
-    """What the round jobs need of the run's head (flows/head.py): its state to read, and the
-    calls that apply their decisions."""
+    """What the round jobs need of the run's head (the engine's door to it): its state to read,
+    and the calls that apply their decisions."""
 
     state: Any  # flows/run_state.py's RunState: stats, nodes, rounds
 

@@ -30,10 +30,11 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
+from evoforge.infra.plugin_registry import Registry
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample.credit import DescendantCredit
 
@@ -48,6 +49,8 @@ class ParentSampler(ABC):
     figures (the best, the score range), so replaying those calls from the node database
     (`rebuild_sampler`) restores it.
     """
+
+    name: ClassVar[str]  # `search.sampler`: set here or by `@register(name)`
 
     def __init__(self, cfg: SearchConfig):
         self.cfg = cfg
@@ -127,24 +130,34 @@ def random_nodes(pool: Pool, rng: random.Random, k: int, exclude: set[str]) -> l
     return out
 
 
-_REGISTRY: dict[str, type[ParentSampler]] = {}
+SAMPLERS: Registry[ParentSampler] = Registry("sampler", ParentSampler, prefix="sampler")
+"""Every sampler, by name: entry points named `sampler.*` (evoforge's own and installed packages'),
+and the run's `--plugin` files (handed in by `stages/plugins`)."""
 
 
 def register(name: str) -> Callable[[type[ParentSampler]], type[ParentSampler]]:
-    """Class decorator adding a sampler under `name`."""
+    """Class decorator naming a sampler `name` (the same as setting `name = ...` in the class);
+    the registry finds it in its module (an entry point's, or a `--plugin` file)."""
 
     def wrap(cls: type[ParentSampler]) -> type[ParentSampler]:
-        _REGISTRY[name] = cls
+        cls.name = name
         return cls
 
     return wrap
 
 
+def sampler_class(name: str) -> type[ParentSampler]:
+    """The sampler registered as `name`; KeyError (one line naming the known ones) otherwise."""
+    if name not in SAMPLERS:
+        raise KeyError(SAMPLERS.unknown(name))
+    return SAMPLERS[name]
+
+
 def make_sampler(cfg: SearchConfig) -> ParentSampler:
     """The sampler the config names."""
-    return _REGISTRY[cfg.sampler](cfg)
+    return sampler_class(cfg.sampler)(cfg)
 
 
 def sampler_names() -> list[str]:
     """The registered policy names, sorted."""
-    return sorted(_REGISTRY)
+    return sorted(SAMPLERS)

@@ -30,6 +30,7 @@ from evoforge.infra.nodes import Node
 
 if TYPE_CHECKING:
     from evoforge.infra.llm_traces import LLMCall
+    from evoforge.stages.sinks.run_basics import RunBasics
 
 
 class EventKind(StrEnum):
@@ -85,6 +86,12 @@ class Sink(ABC):
     # row stops the run through its fatal path, so that no more work goes unrecorded
     critical_after: ClassVar[int | None] = None
     max_pending: ClassVar[int] = 5_000  # events held for a failing or slow sink (bounded memory)
+
+    @classmethod
+    def for_run(cls, run: RunBasics) -> Sink:
+        """The sink for one run, made from its read-only facts (a plug-in sink: once per run;
+        docs/extend/sink.md); by default `cls()`."""
+        return cls()
 
     @abstractmethod
     def record(self, events: Sequence[Event]) -> None:

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 
 from evoforge.cognition.entries import CognitionItem
 from evoforge.cognition.store import CognitionBase
+from evoforge.infra.llm.authorship import LESSONS_BY, LLM, OFFLINE, SIMULATED
 from evoforge.infra.nodes import Node
-from evoforge.stages.pipeline.authorship import LESSONS_BY, LLM, OFFLINE, SIMULATED
+from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.sinks.base import Event, EventKind, Sink
 
 _WHO = {LLM: "analyzer insight", OFFLINE: "offline analyzer lesson (no LLM)",
@@ -29,7 +30,7 @@ def lesson_items(node: Node, run_id: str, task: str) -> list[CognitionItem]:
     provenance = f"{_WHO.get(kind, kind)} of node {node.id} in run {run_id}"
     return [CognitionItem.create(_title(lesson), lesson, source=f"run {run_id}", task=task,
                                  provenance=provenance, tags=["lesson", kind])
-            for lesson in node.lessons]
+            for lesson in AnalysisData.peek(node).lessons]
 
 
 class CognitionWriteBack(Sink):
@@ -49,12 +50,12 @@ class CognitionWriteBack(Sink):
 
     def record(self, events: Sequence[Event]) -> None:
         nodes = [e.node for e in events
-                 if e.kind == EventKind.FINISHED and e.node is not None and e.node.lessons]
+                 if e.kind == EventKind.FINISHED and e.node is not None and AnalysisData.peek(e.node).lessons]
         self._write(nodes)
 
     def rebuild(self, nodes: Sequence[Node]) -> None:
         """Lessons of finished nodes that a killed session did not write (nothing twice)."""
-        self._write([n for n in nodes if n.status.terminal and n.lessons])
+        self._write([n for n in nodes if n.status.terminal and AnalysisData.peek(n).lessons])
 
     def _write(self, nodes: Sequence[Node]) -> None:
         shared: list[CognitionItem] = []

@@ -7,6 +7,11 @@ from evoforge.infra.artifacts import ArtifactKind
 from evoforge.infra.artifacts.program import Program
 from evoforge.infra.nodes import EVALUATED, SELECTION_LEVELS, Node
 from evoforge.infra.tracking import ChildRun
+from evoforge.stages.analysis_data import AnalysisData
+from evoforge.stages.engineer_data import EngineerData
+from evoforge.stages.population.repeat_data import RepeatData
+from evoforge.stages.research_data import ResearchData
+from evoforge.stages.rounds.plan_data import node_branch
 from evoforge.stages.rounds.promotion import Promoted
 from evoforge.stages.tuning.param_study import StudyResult, TuningData
 
@@ -17,7 +22,7 @@ def run_tags(node: Node, level: str, kind: str = CANDIDATE) -> dict[str, str]:
     """Tags of a run about `node` (its own, a trial's, a promotion's), so the UI filters by them,
     e.g. `tags.origin = 'novel' and tags.status = 'evaluated'`; `level` is the evaluation level."""
     return {"kind": kind, "node_id": node.id, "level": level, "status": str(node.status),
-            "origin": node.origin, "island": str(node.island), "branch": node.branch or "",
+            "origin": node.origin, "island": str(node.island), "branch": node_branch(node) or "",
             "backend": node.backend, "failed_stage": node.failed_stage or "", "reason": node.reason or ""}
 
 
@@ -35,27 +40,30 @@ def candidate_run(node: Node, level: str, trials: str | None = None,
     params = {"node_id": node.id, "parent": node.parent_id or "", "island": node.island,
               "model": node.model, "backend": node.backend, "origin": node.origin,
               "generation": node.generation, "pool_version": node.pool_version,
-              "branch": node.branch or "", "search_level": level,
+              "branch": node_branch(node) or "", "search_level": level,
               **{f"knob.{k}": v for k, v in node.params.items()}}
-    if node.score_default is not None:
-        metrics[f"score_{level}_defaults"] = node.score_default
+    engineered = EngineerData.peek(node)
+    if engineered.score_default is not None:
+        metrics[f"score_{level}_defaults"] = engineered.score_default
     tuning = TuningData.peek(node)
     if tuning.trials_run:
         metrics["trials"] = tuning.trials_run
         metrics.update({f"saturation_{k}": v for k, v in tuning.saturation.items() if v is not None})
-    if node.hardcoded:
-        params["hardcoded"] = "; ".join(node.hardcoded)
-    if node.prompt_dropped:  # the prompt parts left out to fit the context window
-        params["prompt_dropped"] = "; ".join(node.prompt_dropped)
+    if engineered.hardcoded:
+        params["hardcoded"] = "; ".join(engineered.hardcoded)
+    dropped = ResearchData.peek(node).prompt_dropped
+    if dropped:  # the prompt parts left out to fit the context window
+        params["prompt_dropped"] = "; ".join(dropped)
     # diff.txt: MLflow's UI previews a .txt, not a .patch; a proposal whose answer was unusable has
     # no artifact (no code, no packed files): recorded without one
     files = (artifact or Program()).stored(node.code) if node.code else {}
     texts = {**files, "diff.txt": node.diff,
              "motivation.md": node.motivation, "error.txt": node.error or "",
-             "analysis.md": node.analysis, "param_trials.json": trials or ""}
+             "analysis.md": AnalysisData.peek(node).report, "param_trials.json": trials or ""}
     tags = run_tags(node, level)
-    if node.repeat_of:  # served an earlier evaluation's result: no evaluation, no score here
-        tags["repeat_of"] = node.repeat_of
+    repeat_of = RepeatData.peek(node).repeat_of
+    if repeat_of:  # served an earlier evaluation's result: no evaluation, no score here
+        tags["repeat_of"] = repeat_of
     return ChildRun(f"node-{node.id}", params, metrics, tags,
                     "FINISHED" if node.status == EVALUATED else "FAILED", texts)
 

@@ -19,12 +19,16 @@ from evoforge.infra.artifacts.program import Program
 from evoforge.infra.nodes import Node
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.infra.timeline import Timeline
+from evoforge.stages.analysis_data import AnalysisData
+from evoforge.stages.engineer_data import EngineerData
+from evoforge.stages.research_data import ResearchData
+from evoforge.stages.rounds.plan_data import node_branch
 from evoforge.stages.sinks.base import Event, EventKind, Sink
 
 _NODE_EVENTS = (EventKind.PROPOSED, EventKind.RELEASED, EventKind.FINISHED, EventKind.CHANGED)
 _RESULT_FIELDS = ("status", "error", "failed_stage", "reason", "score_pilot", "score_full", "params",
-                  "branch", "hardcoded", "metrics", "parent_id", "backend", "model", "tokens_in",
-                  "tokens_out", "llm_s", "eval_s", "pool_version", "prompt_dropped")
+                  "metrics", "parent_id", "backend", "model", "tokens_in",
+                  "tokens_out", "llm_s", "eval_s", "pool_version")
 
 
 class RunFiles(Sink):
@@ -96,7 +100,11 @@ def write_node_files(paths: RunPaths, node: Node, artifact: ArtifactKind | None 
             write_atomic(folder / name, text)
     if node.diff:
         write_atomic(folder / "diff.patch", node.diff)
-    if node.analysis:
-        write_atomic(folder / "analysis.md", node.analysis)
+    report = AnalysisData.peek(node).report
+    if report:
+        write_atomic(folder / "analysis.md", report)
     summary = {k: getattr(node, k) for k in _RESULT_FIELDS}
+    summary["branch"] = node_branch(node)
+    summary["hardcoded"] = EngineerData.peek(node).hardcoded
+    summary["prompt_dropped"] = ResearchData.peek(node).prompt_dropped
     write_atomic(folder / "result.json", json.dumps(summary, indent=2, default=str))  # last: all there

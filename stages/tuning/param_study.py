@@ -116,6 +116,8 @@ class StudyResult:
     trials: list[TrialRecord]
     ran_now: int
     saturation: dict[str, float | None]
+    # trials_json's text, by node: the trials file and the MLflow sink share one build
+    texts: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
 
 def make_sampler(settings: StudySettings, resumed_trials: int = 0) -> TPESampler:
@@ -157,20 +159,33 @@ async def run_study(
     """Run the study until ``settings.trials`` new trials have finished, resuming any earlier progress."""
     if not space:
         raise ValueError(f"run_study needs knobs to tune: study {study_name!r} has an empty parameter space")
-    study = open_study(settings, storage_url, study_name)
+    # the storage's reads and writes run in a thread: a stage must not hold the event loop
+    study, earlier, done = await asyncio.to_thread(_prepare, space, settings, storage_url, study_name,
+                                                   default)
     distributions = space.distributions()
+    ran_now = await _run_trials(study, distributions, settings, evaluate, max(0, settings.trials - done))
+    return await asyncio.to_thread(_result, study, space, settings.direction, earlier, ran_now)
+
+
+def _prepare(space: ParamSpace, settings: StudySettings, storage_url: str, study_name: str,
+             default: TrialOutcome | None) -> tuple[optuna.Study, set[int], int]:
+    """Open the study, mark interrupted trials, store the defaults' once: (study, earlier, finished)."""
+    study = open_study(settings, storage_url, study_name)
     _mark_interrupted(study)
     stored = study.get_trials(deepcopy=False)
     if default is not None and not any(_source(t) == SOURCE_DEFAULT for t in stored):
-        study.add_trial(_default_trial(space, distributions, default))
+        study.add_trial(_default_trial(space, space.distributions(), default))
     earlier = {t.number for t in study.get_trials(deepcopy=False)}
     done = sum(_counts(t) for t in study.get_trials(deepcopy=False, states=_FINISHED))
-    ran_now = await _run_trials(study, distributions, settings, evaluate, max(0, settings.trials - done))
-    return _result(study, space, settings.direction, earlier, ran_now)
+    return study, earlier, done
 
 
 def trials_json(result: StudyResult, node_id: str, space: ParamSpace) -> str:
-    """The JSON text of ``param_trials/<node>.json``: the space, every trial, the best and the saturation."""
+    """The JSON text of ``param_trials/<node>.json``: the space, every trial, the best and the saturation
+    (built once per study result: every sink that records it reads the same text)."""
+    text = result.texts.get(node_id)
+    if text is not None:
+        return text
     payload = {
         "node": node_id,
         "space": [asdict(knob) for knob in space.knobs],
@@ -179,7 +194,8 @@ def trials_json(result: StudyResult, node_id: str, space: ParamSpace) -> str:
         "saturation": result.saturation,
         "trials": [asdict(trial) for trial in result.trials],
     }
-    return json.dumps(payload, indent=2, allow_nan=False)
+    result.texts[node_id] = text = json.dumps(payload, indent=2, allow_nan=False)
+    return text
 
 
 async def _run_trials(
@@ -194,12 +210,14 @@ async def _run_trials(
     running: dict[asyncio.Task[TrialOutcome], Trial] = {}
     async with asyncio.TaskGroup() as group:
         while finished < wanted:
-            while len(running) < settings.parallel and finished + len(running) < wanted:
-                trial = _ask(study, distributions, settings.startup)
+            room = min(settings.parallel - len(running), wanted - finished - len(running))
+            # asked together in a thread (storage and TPE off the loop), started together
+            for trial in await asyncio.to_thread(lambda n=room: [_ask(study, distributions, settings.startup)
+                                                                 for _ in range(n)]):
                 running[group.create_task(_evaluate(evaluate, trial.number, dict(trial.params)))] = trial
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for task in sorted(done, key=lambda t: running[t].number):
-                _tell(study, running.pop(task), task.result())
+                await asyncio.to_thread(_tell, study, running.pop(task), task.result())
                 finished += 1
     return finished
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from evoforge.infra.nodes import Node
 from evoforge.stages.evaluation.job import EvalRequest, SpeculationRequest
-from evoforge.stages.pipeline.context import StageContext
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.speculation import Reference
 
 
-def request_for(node: Node, ctx: StageContext, params: dict[str, Any] | None = None) -> EvalRequest:
+def request_for(node: Node, ctx: RunView, params: dict[str, Any] | None = None) -> EvalRequest:
     """The evaluation job of `node` at the task's search level (with `params` for its knobs):
     snapshots of what it needs, nothing shared."""
     order, spec = None, None

@@ -1,29 +1,30 @@
-"""The sample stage: parent, inspirations and answer form for the next candidate."""
+"""The draw at the entry stage: parent, inspirations and answer form for the next candidate
+(the run's sampler chooses the parent; stages/sample/ holds the samplers)."""
 
 from __future__ import annotations
 
 from evoforge.infra.nodes import Node
 from evoforge.infra.prompt_format import FORMAT_DIFF, FORMAT_REWRITE
-from evoforge.stages.pipeline.context import StageContext
-from evoforge.stages.population.candidate import new_candidate
+from evoforge.stages.pipeline.candidate import new_candidate
+from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.item import Item
 from evoforge.stages.rounds.branch_shares import branch_parent
 from evoforge.stages.sample.inspirations import pick_inspirations
 
 
-def answer_form(ctx: StageContext) -> str:
+def answer_form(ctx: RunView) -> str:
     mode = ctx.config.llm.answer_format
     if mode == "mixed":
         return FORMAT_DIFF if ctx.rng.random() < ctx.config.llm.diff_fraction else FORMAT_REWRITE
     return FORMAT_DIFF if mode == "diff" else FORMAT_REWRITE
 
 
-def choose_parent(ctx: StageContext) -> tuple[Node, int]:
+def choose_parent(ctx: RunView) -> tuple[Node, int]:
     """The parent, and the island its child lives on (the parent's, unless an island sampler says)."""
     return ctx.sampler.select_parent_and_island(ctx.pool, ctx.rng)
 
 
-def draw_item(ctx: StageContext) -> Item:
+def draw_item(ctx: RunView) -> Item:
     """A new item designed against the current pool version (for the plan branch furthest behind
     its share, when a plan is on)."""
     branch = None

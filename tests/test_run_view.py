@@ -1,0 +1,168 @@
+"""The run's view is read-only and complete when built: nothing can be set on it afterwards, the
+engine receives speculative releases through the channel the view was given, and a promotion
+round's results reach the head through the engine's door, never through a registry."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import dataclasses
+import random
+from pathlib import Path
+
+import pytest
+
+import evoforge.flows.evolve as evolve
+import evoforge.flows.prepare as prepare
+import evoforge.flows.promotion_flow as promotion_flow
+from evoforge.evaluators.evaluation import EvalOutcome
+from evoforge.evaluators.sandbox import SandboxLimits
+from evoforge.evaluators.task import load_task
+from evoforge.evaluators.task_yaml import EvalLevel
+from evoforge.flows.budget import Budget
+from evoforge.flows.engine import Engine
+from evoforge.flows.promotion_flow import promotion_round
+from evoforge.flows.stage_calls import StageCalls
+from evoforge.infra.config import RunConfig
+from evoforge.infra.nodes import EVALUATED, SPECULATIVE, Node
+from evoforge.infra.offline.backend import OfflineBackend
+from evoforge.stages.evaluation.job import EvalReport, EvalRequest, EvaluationRunner
+from evoforge.stages.pipeline.run_view import ReleaseChannel, RunView
+from evoforge.stages.population.item import Item
+from evoforge.stages.population.pool import Pool
+from evoforge.stages.rounds.plan_data import PlanData
+from evoforge.stages.rounds.promotion_data import PromotionData
+from evoforge.stages.sample import make_sampler
+from tests.engine_fakes import FakeEngineer, FakeResearch, Log, make_harness, pipeline_of
+from tests.head_fakes import make_head
+
+TASK = load_task("circle_packing")
+
+
+def _view(**fields) -> RunView:
+    cfg = RunConfig()
+    return RunView("r", TASK, cfg, OfflineBackend(), Pool(), make_sampler(cfg.search), random.Random(0),
+                   SandboxLimits(), Path("."), **fields)
+
+
+@pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(RunView)])
+def test_no_field_of_the_view_can_be_assigned(name):
+    view = _view()
+    before = getattr(view, name)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(view, name, None)
+    assert getattr(view, name) is before
+
+
+def test_the_plan_is_the_heads_and_cannot_be_set_on_the_view():
+    view = _view()
+    with pytest.raises(AttributeError):
+        view.plan = None  # type: ignore[misc]
+    assert view.plan is None and view.rounds.plans == []
+
+
+def test_the_release_channel_takes_one_receiver_and_refuses_a_release_before_it():
+    channel = ReleaseChannel()
+    with pytest.raises(RuntimeError, match="no engine"):
+        channel(None, None)  # type: ignore[arg-type]
+    got = []
+    channel.connect(lambda item, node: got.append((item, node)))
+    with pytest.raises(RuntimeError, match="already"):
+        channel.connect(lambda item, node: None)
+    channel("item", "node")  # type: ignore[arg-type]
+    assert got == [("item", "node")]
+
+
+def test_a_release_through_the_views_channel_reaches_the_pool_through_the_engine(tmp_path):
+    log = Log()
+    h = make_harness(tmp_path, [FakeResearch(log), FakeEngineer(log)])
+    view = h.engine.ctx
+    assert view.release is not None
+    parent = h.seed
+    node = Node(id="cand", run_id="r", code="x = 1\n", parent_id=parent.id, status=SPECULATIVE,
+                score_full=None, score_partial=1.5)
+    item = Item(v_i=0, parent=parent, node=node.copy())  # the engineer's item, mid-evaluation
+    view.release(item, node)
+    h.close()
+    assert h.state.pool.get("cand") is node and h.state.stats.speculative_released == 1
+    assert h.engine.door.applied["released"] == 1
+
+
+class _FullScores(EvaluationRunner):
+    """Scores every request at the level it asks for, from a table; records what it ran."""
+
+    def __init__(self, scores: dict[str, float | None]) -> None:
+        self.scores, self.requests = scores, []
+
+    async def run(self, request: EvalRequest, release) -> EvalReport:
+        self.requests.append(request)
+        score = self.scores[request.node_id]
+        outcome = EvalOutcome(ok=score is not None, score=score, metrics={}, artifacts={},
+                              error=None if score is not None else "crashed at full", seconds=2.0,
+                              cascade_step=None, cpu_s=1.5)
+        return EvalReport(outcome=outcome)
+
+
+def _pilot(i: int, pilot: float) -> Node:
+    return Node(id=f"n{i}", run_id="r", code=f"x = {i}\n", status=EVALUATED, score_pilot=pilot,
+                owned={"plan": PlanData(branch="B1")})
+
+
+def test_a_promotion_rounds_results_reach_the_head_through_the_engines_door(tmp_path):
+    cfg = RunConfig.model_validate({"promotion": {"top_k": 2}})
+    rig = make_head(tmp_path, [_pilot(0, 0.95), _pilot(1, 0.90), _pilot(2, 0.85)], cfg=cfg, level="pilot")
+    task = dataclasses.replace(TASK, levels=(EvalLevel("pilot", 0.1), EvalLevel("full", None)))
+    state, runner = rig.state, _FullScores({"n0": 0.70, "n1": 0.92})
+    view = RunView("r", task, cfg, OfflineBackend(), state.pool, state.sampler, random.Random(0),
+                   SandboxLimits(), tmp_path, history=state.history, evaluations=runner, rounds=state.rounds,
+                   release=ReleaseChannel())
+    engine = Engine(view, rig.head, Budget(cfg.budget, state.stats), pipeline_of([FakeResearch(Log())]),
+                    StageCalls(view), asyncio.Event())
+    v = state.pool.v
+
+    summary = asyncio.run(promotion_round(view, engine.door, 1))
+    stored = rig.recorded()
+    rig.close()
+    assert summary["promoted"] == ["n0", "n1"]  # the top 2 by pilot
+    assert [(r.node_id, r.level) for r in runner.requests] == [("n0", "full"), ("n1", "full")]
+    assert engine.door.applied["promotion"] == 1  # through the engine's door ...
+    assert state.stats.promotions == 2 and state.rounds.promotions[-1].round == 1  # ... applied by the head
+    assert state.pool.get("n1").score_full == 0.92 and PromotionData.peek(state.pool.get("n0")).round == 1
+    assert state.pool.winner().id == "n1" and state.pool.v == v + 1
+    assert stored["n1"].score_full == 0.92  # the head's events, recorded by the sinks
+    assert view.pool is state.pool and view.rounds is state.rounds  # the view saw it without being set
+
+
+def test_no_module_holds_live_runs_or_a_handed_over_run():
+    assert not hasattr(promotion_flow, "live_runs") and not hasattr(promotion_flow, "LiveRun")
+    assert not hasattr(prepare, "_HANDED_OVER") and not hasattr(prepare, "hand_over")
+    assert not hasattr(evolve, "evolution_run")  # the flow is built around each prepared run
+
+
+HEAD_STATE = {"pool", "sampler", "history", "case_order", "shares", "rounds"}
+CHANGES = {"add", "remove", "rescore", "on_node_added", "on_node_removed", "on_node_rescored", "record",
+           "update", "note", "append", "extend", "pop", "clear"}
+
+
+def _changes(source: str) -> list[str]:
+    """The calls in `source` that change the head's state through the view (`ctx.pool.add(...)`)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        owner = node.func.value  # ctx.<state>.<change>(...) or ctx.<state>.<field>.<change>(...)
+        while isinstance(owner, ast.Attribute) and not (isinstance(owner.value, ast.Name)
+                                                        and owner.value.id == "ctx"):
+            owner = owner.value
+        if isinstance(owner, ast.Attribute) and owner.attr in HEAD_STATE and node.func.attr in CHANGES:
+            found.append(f"{node.lineno} ctx.{owner.attr}...{node.func.attr}()")
+    return found
+
+
+def test_no_stage_module_changes_the_heads_state_through_the_view():
+    root = Path(__file__).resolve().parents[1] / "stages"
+    found = {path.name: hits for path in sorted([*root.glob("*.py"), *(root / "algorithms").glob("*.py")])
+             if (hits := _changes(path.read_text()))}
+    assert found == {}
+    probe = "ctx.pool.add(node)\nctx.rounds.plans.append(plan)\nctx.pool.get(node.id)\nctx.repeats.claim(k)\n"
+    assert _changes(probe) == ["1 ctx.pool...add()", "2 ctx.rounds...append()"]  # the check sees them
