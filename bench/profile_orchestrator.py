@@ -32,6 +32,7 @@ from typing import Any
 os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="evoforge-bench-prefect-"))
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
+from evoforge.cognition.store import CognitionBase  # noqa: E402
 from evoforge.flows.cli import main  # noqa: E402
 from evoforge.flows.head import Head  # noqa: E402
 from evoforge.infra.llm_sim.process import SimulatorProcess  # noqa: E402
@@ -64,6 +65,31 @@ COMPONENTS: list[tuple[str, tuple[str, ...]]] = [
     ("sampling (draw_item)", ("stages/pipeline/draw.py:draw_item",)),
     ("stage task runs (Prefect engine around a stage)", ("prefect/task_engine.py:run_task_async",)),
 ]
+
+
+class BasesMade:
+    """The cognition bases opened while installed, to read their memos' hits after the run."""
+
+    def __init__(self) -> None:
+        self.bases: list[CognitionBase] = []
+
+    def install(self) -> None:
+        real = CognitionBase.__init__
+        made = self.bases
+
+        def init(base: CognitionBase, *args: Any, **kwargs: Any) -> None:
+            real(base, *args, **kwargs)
+            made.append(base)
+
+        CognitionBase.__init__ = init  # type: ignore[method-assign]
+
+    def memo_counts(self) -> dict[str, dict[str, int]]:
+        """Hits and misses of the query-embedding and search memos, summed over the bases."""
+        counts: dict[str, dict[str, int]] = {}
+        for name in ("vector_memo", "search_memo"):
+            memos = [getattr(base, name) for base in self.bases if hasattr(base, name)]
+            counts[name] = {"hits": sum(m.hits for m in memos), "misses": sum(m.misses for m in memos)}
+        return counts
 
 
 def _cpu_self() -> float:
@@ -200,6 +226,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sim.reset(seed=args.seed)
         base = root / "base.yaml"
         base.write_text(args.base_config)
+        bases = BasesMade()
+        bases.install()
         cpu0, wall0 = _cpu_self(), time.monotonic()
         code = main(["run", "circle_packing", "--run-dir", str(root / "run"), "--workspace", str(root / "ws"),
                      "--config", str(base), "--llm-base-url", sim.base_url,
@@ -223,6 +251,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "total_cpu_ms_per_candidate": 1000 * (cpu1 - cpu0) / max(status["evaluations"], 1),
         "sink_backlog_at_last": window.backlog, "process_wall_s": wall1 - wall0,
         "mlflow": args.mlflow, "profiled": args.profile,
+        "cognition_memos": bases.memo_counts(),  # the learn stage's and the write-back's (whole run)
         "cpu_ms_per_candidate_by_thread": dict(sorted(
             ((name, round(1000 * (cpu - window.threads_open.get(name, 0.0)) / n, 1))
              for name, cpu in window.threads_close.items()), key=lambda kv: -kv[1])),

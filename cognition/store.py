@@ -20,6 +20,8 @@ import pyarrow as pa
 from evoforge.cognition.embedder import Embedder
 from evoforge.cognition.entries import CognitionItem
 from evoforge.cognition.errors import CognitionError
+from evoforge.cognition.memo import Memo
+from evoforge.cognition.snapshot import SMALL_ROWS, TableSnapshot
 
 TABLE = "items"
 META_FILE = "cognition.json"
@@ -67,6 +69,11 @@ class CognitionBase:
         self._db = lancedb.connect(self.folder, read_consistency_interval=timedelta(0))
         self._table: Any = None
         self._dim: int | None = None
+        # query embeddings by text, and search results by query and table version: many candidates
+        # share a parent, so the learn stage asks the same question of an unchanged base again
+        self.vector_memo: Memo[np.ndarray] = Memo()
+        self.search_memo: Memo[list[tuple[CognitionItem, float]]] = Memo()
+        self._snapshot: tuple[int, TableSnapshot | None] | None = None  # (version, its rows if small)
         self._open_existing()
 
     def _open_existing(self) -> None:
@@ -214,8 +221,22 @@ class CognitionBase:
         return self._vectors([item.embedding_text() for item in items])
 
     def query_vector(self, query: str) -> np.ndarray:
-        """The embedding of a query text (to search several bases of the same embedder with)."""
-        return self._vectors([query])[0]
+        """The embedding of a query text (to search several bases of the same embedder with),
+        computed once per text while it stays among the recent ones (read-only)."""
+        return self.vector_memo.get(query, lambda: self._frozen(self._vectors([query])[0]))
+
+    @staticmethod
+    def _frozen(vector: np.ndarray) -> np.ndarray:
+        vector.flags.writeable = False
+        return vector
+
+    def has_table(self) -> bool:
+        """Whether the base holds a table yet (looked for again until it does; no read after)."""
+        return self._opened()
+
+    def version(self) -> int | None:
+        """The table's version, which every write (of any process) raises; None without a table."""
+        return int(self._table.version) if self._opened() else None
 
     def search(
         self, query: str, k: int = 5, task: str | None = None, min_score: float | None = None
@@ -223,20 +244,46 @@ class CognitionBase:
         """The ``k`` items nearest in meaning to ``query``, best first, with cosine similarity."""
         if not self._opened():
             return []
-        return self.search_vector(self._vectors([query])[0], k, task, min_score)
+        return self.search_vector(self.query_vector(query), k, task, min_score)
 
     def search_vector(
         self, vector: np.ndarray, k: int = 5, task: str | None = None, min_score: float | None = None
     ) -> list[tuple[CognitionItem, float]]:
-        """Like ``search``, for a query already embedded by this base's embedder."""
+        """Like ``search``, for a query already embedded by this base's embedder; the same search
+        of an unchanged table is answered from memory (a new list each time)."""
         if k < 1 or not self._opened():
             return []
-        query = self._table.search(np.asarray(vector, dtype=np.float32), vector_column_name="vector")
-        query = query.distance_type("cosine").select([*_FIELDS, "_distance"]).limit(k)
-        if task is not None:
-            query = query.where(f"task IS NULL OR task = {_quote(task)}", prefilter=True)
-        hits = [(_item(row), 1.0 - float(row["_distance"])) for row in query.to_list()]
+        vector = np.asarray(vector, dtype=np.float32)
+        version = self.version()
+        key = (vector.tobytes(), k, task, min_score, version)
+        return list(self.search_memo.get(key, lambda: self._search(vector, k, task, min_score, version)))
+
+    def _search(self, vector: np.ndarray, k: int, task: str | None, min_score: float | None,
+                version: int | None) -> list[tuple[CognitionItem, float]]:
+        snapshot = self._small_snapshot(version)
+        if snapshot is not None:  # a small table: the same exact search, in memory
+            hits = [(_item(row), score) for row, score in snapshot.nearest(vector, k, task)]
+        else:
+            query = self._table.search(vector, vector_column_name="vector")
+            query = query.distance_type("cosine").select([*_FIELDS, "_distance"]).limit(k)
+            if task is not None:
+                query = query.where(f"task IS NULL OR task = {_quote(task)}", prefilter=True)
+            hits = [(_item(row), 1.0 - float(row["_distance"])) for row in query.to_list()]
         return [hit for hit in hits if min_score is None or hit[1] >= min_score]
+
+    def _small_snapshot(self, version: int | None) -> TableSnapshot | None:
+        """The table's rows at `version` when it has at most SMALL_ROWS of them, read once per
+        version (a write landing during the read makes them newer than their key, never older)."""
+        held = self._snapshot
+        if held is not None and held[0] == version:
+            return held[1]
+        snapshot = None
+        if self._table.count_rows() <= SMALL_ROWS:
+            rows = self._table.to_arrow().select([*_FIELDS, "vector"]).to_pylist()
+            snapshot = TableSnapshot.of(rows, self._dim or 0)
+        if version is not None:
+            self._snapshot = (version, snapshot)
+        return snapshot
 
     def list(self, task: str | None = None) -> list[CognitionItem]:
         """Every item (of ``task`` and task-less ones, when given), oldest first."""

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evoforge.evaluators.eval_clock import timing
 from evoforge.evaluators.evaluation import EvalOutcome, metric_failure, numeric_metrics, run_harness
 from evoforge.evaluators.sandbox import SandboxLimits, SandboxResult
 from evoforge.evaluators.task import EVALUATOR, Task, TaskError
@@ -103,17 +104,19 @@ async def evaluate_cases(
     if len(set(ids)) != len(ids):
         raise ValueError(f"the case order repeats ids: {sorted({c for c in ids if ids.count(c) > 1})}")
     run = _CaseRun(task, ids, on_case)
-    start = time.monotonic()
-    result = await run_harness(
-        task,
-        code,
-        ["--cases-file", CASES_FILE],
-        limits=limits,
-        scratch_root=scratch_root,
-        files={CASES_FILE: json.dumps(ids)},
-        on_line=run.on_line,
-    )
-    outcome = run.outcome(result, time.monotonic() - start)
+    with timing() as clock:  # its own time, its loop waits apart (as evaluation.py's)
+        result = await run_harness(
+            task,
+            code,
+            ["--cases-file", CASES_FILE],
+            limits=limits,
+            scratch_root=scratch_root,
+            files={CASES_FILE: json.dumps(ids)},
+            on_line=run.on_line,
+        )
+    seconds, wait_s = clock.split(result.exited_at, result.finished_at or time.monotonic())
+    outcome = run.outcome(result, seconds)
+    outcome.wait_s = wait_s
     outcome.metrics.update(result.task_model or {})  # the task-model calls it made, if it declares them
     return outcome
 

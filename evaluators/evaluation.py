@@ -11,7 +11,10 @@ numeric metrics); an ``error`` entry beside a score is kept as an artifact, as O
 under its own short timeout: it passes unless the function raises, reports ``ok`` false or a
 non-empty ``error``, or the run dies. Both hand the level (with its declared ``data_fraction``)
 and the candidate's parameter values (``params``, its knob values, written to ``PARAMS_FILE``
-for the harness) to the child; ``cpu_s`` is the CPU time the child reported. A task that declares
+for the harness) to the child; ``cpu_s`` is the CPU time the child reported. ``seconds`` is the
+evaluation's own time, from its start to its child's exit as the fork server saw it, without the
+time it waited for a busy event loop before its child started; those waits and the loop's delay
+in seeing the result are ``wait_s`` (eval_clock.py). A task that declares
 ``task_model: true`` gets a link to the run's task model in each run (task_model_link.py); its
 calls' usage joins the outcome's metrics (``task_model_calls``, ...). Example::
 
@@ -34,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from evoforge.evaluators.eval_clock import EvalClock, current, timing
 from evoforge.evaluators.fitness import objective_score
 from evoforge.evaluators.io_threads import off_loop
 from evoforge.evaluators.sandbox import SandboxLimits, SandboxResult, run_sandboxed, scratch_dir
@@ -64,6 +68,8 @@ class EvalOutcome:
     stderr_tail: str = ""
     process_limit: str = field(default="none", repr=False)
     cpu_s: float | None = None  # CPU seconds of the sandboxed child (and its children), as reported
+    wait_s: float = 0.0  # seconds it waited for the event loop, not in ``seconds`` (eval_clock.py)
+    stamps: dict[str, float] = field(default_factory=dict, repr=False)  # monotonic stamps of its steps
 
 
 async def evaluate_program(
@@ -76,9 +82,9 @@ async def evaluate_program(
     scratch_root: Path | None = None,
 ) -> EvalOutcome:
     """Run ``task``'s evaluator on ``code`` at ``level`` with parameter values ``params``; judge it."""
-    result, seconds = await _run_at_level(task, code, level, params, _harness_args(task), limits,
-                                          scratch_root)
-    return judge(task, result, seconds)
+    result, clock = await _run_at_level(task, code, level, params, _harness_args(task), limits,
+                                        scratch_root)
+    return _timed(judge(task, result, 0.0), result, clock)
 
 
 async def quick_test_program(
@@ -94,9 +100,9 @@ async def quick_test_program(
     if task.quick_test is None:
         raise ValueError(f"task '{task.name}' declares no quick test")
     quick = replace(limits or SandboxLimits(), timeout_s=task.quick_test.timeout_s, cpu_s=None)
-    result, seconds = await _run_at_level(task, code, level, params,
-                                          ["--function", task.quick_test.function], quick, scratch_root)
-    outcome = _outcome(result, seconds)
+    result, clock = await _run_at_level(task, code, level, params,
+                                        ["--function", task.quick_test.function], quick, scratch_root)
+    outcome = _timed(_outcome(result, 0.0), result, clock)
     outcome.error = _run_failure(result, result.payload or {})
     outcome.ok = outcome.error is None
     outcome.metrics.update(result.task_model or {})
@@ -149,6 +155,9 @@ async def _harness_once(task: Task, code: str, args: list[str], limits: SandboxL
     prepare = asyncio.ensure_future(off_loop(_prepare, task, code, workdir, files or {}, limits.warm))
     try:
         server = await asyncio.shield(prepare)
+        clock = current()
+        if clock is not None:
+            clock.mark("prepared")
         harness_args = ["--evaluator", str(workdir / EVALUATOR),
                         "--program", str(task.artifact.target(workdir)), *args]
         async with open_link(task, limits.timeout_s) as link:  # None: the task calls no task model
@@ -191,13 +200,23 @@ def _done(result: SandboxResult) -> SandboxResult:
 
 async def _run_at_level(task: Task, code: str, level: str, params: dict[str, Any] | None,
                         extra: list[str], limits: SandboxLimits | None,
-                        scratch_root: Path | None) -> tuple[SandboxResult, float]:
-    """The harness run with the level and parameter values, plus `extra` arguments; and its seconds."""
-    start = time.monotonic()
-    args, files = _settings_args(task, level, params)
-    result = await run_harness(task, code, args + extra, limits=limits, scratch_root=scratch_root,
-                               files=files)
-    return result, (result.finished_at or time.monotonic()) - start
+                        scratch_root: Path | None) -> tuple[SandboxResult, EvalClock]:
+    """The harness run with the level and parameter values, plus `extra` arguments; and its clock."""
+    with timing() as clock:
+        args, files = _settings_args(task, level, params)
+        result = await run_harness(task, code, args + extra, limits=limits, scratch_root=scratch_root,
+                                   files=files)
+    return result, clock
+
+
+def _timed(outcome: EvalOutcome, result: SandboxResult, clock: EvalClock) -> EvalOutcome:
+    """The outcome with its own seconds and its loop wait (see the module doc), and the stamps."""
+    seen = result.finished_at or time.monotonic()
+    outcome.seconds, outcome.wait_s = clock.split(result.exited_at, seen)
+    outcome.stamps = {**clock.marks, "start": clock.start, "seen": seen, "loop_wait": clock.loop_wait,
+                      **({"launched": clock.launched} if clock.launched is not None else {}),
+                      **({"exited": result.exited_at} if result.exited_at is not None else {})}
+    return outcome
 
 
 def _prepare(task: Task, code: str, workdir: Path, files: dict[str, str], warm: bool) -> ForkServer | None:

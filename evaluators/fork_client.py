@@ -24,6 +24,7 @@ from pathlib import Path
 
 from evoforge.evaluators import isolation
 from evoforge.evaluators.cgroup_pids import PidsCgroup
+from evoforge.evaluators.eval_clock import current
 from evoforge.evaluators.forkserver import MAX_MESSAGE
 from evoforge.evaluators.io_threads import off_loop
 from evoforge.evaluators.launch import ChildSpec, Running, child_env
@@ -68,6 +69,7 @@ class WarmChild:
         self.lost: str | None = None
         self.cgroup: PidsCgroup | None = None
         self._code: int | None = None
+        self.exited_at: float | None = None  # the server's monotonic stamp of the child's reaping
         self.exited: asyncio.Future[None] = loop.create_future()
         self.closed: asyncio.Future[None] = loop.create_future()
         self._pipes: list[tuple[asyncio.BaseTransport, _PipeTail]] = []
@@ -111,6 +113,9 @@ class WarmChild:
             why = f"{error}{self.server.stderr_hint()}" if error else self.server.why_gone()
             raise ServerGone(f"the fork server did not start the child: {why}")
         self.pid = int(message["pid"])
+        clock = current()
+        if clock is not None:
+            clock.mark("pid_seen")
         if message.get("cgroup"):
             self.cgroup = PidsCgroup(Path(message["cgroup"]))
         self._watch = asyncio.ensure_future(self._wait_exit())
@@ -120,6 +125,8 @@ class WarmChild:
             message = await self._next(wait_s=None)
             if message is not None and "exit" in message:
                 self._code = int(message["exit"])
+                at = message.get("at")
+                self.exited_at = float(at) if isinstance(at, int | float) else None
             else:  # its sockets close as it dies: give the kernel a moment to say how
                 self.lost = await off_loop(self.server.why_gone, 2.0)
         finally:
@@ -181,6 +188,8 @@ class ForkServer:
         env = {**child_env(scratch, None), **_SERVER_ENV}
         if _TOKEN_ENV in os.environ:
             env[_TOKEN_ENV] = os.environ[_TOKEN_ENV]
+        if "PYTHONPATH" in os.environ:  # the server runs the client's evoforge, not another install's
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         with open(self._log_path, "wb") as stderr:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", _SERVE, str(theirs.fileno()), str(COMPAT_DIR)],
@@ -256,6 +265,9 @@ class ForkServer:
                     if not self.alive():
                         raise ServerGone(self.why_gone())
                     socket.send_fds(self.control, [json.dumps(request).encode()], fds)  # type: ignore[arg-type]
+                clock = current()
+                if clock is not None:  # the child runs from here (the server hands it to its spare)
+                    clock.launched = time.monotonic()
             except OSError as exc:
                 raise ServerGone(f"{self.why_gone()} ({exc})") from exc
             finally:

@@ -26,7 +26,9 @@ with the server; in its own user namespace it forks once more, the candidate pid
 pid namespace and the server's child mirroring its exit), takes a scrubbed environment and runs
 ``harness.main`` in-process. The reply
 socket gets ``{"pid": N, "cgroup": path or null}`` at once and ``{"exit": code}`` (negative:
-killed by that signal) when the child is reaped, or ``{"error": ...}`` when it could not be
+killed by that signal) when the child is reaped, both with ``"at"``, the server's
+``time.monotonic()`` when it sent them (one clock for the machine: the client times the
+evaluation by it, eval_clock.py), or ``{"error": ...}`` when it could not be
 started.
 """
 
@@ -44,6 +46,7 @@ import selectors
 import signal
 import socket
 import sys
+import time
 import traceback
 
 from evoforge.evaluators import harness
@@ -183,7 +186,7 @@ class _Server:
             spare.go.close()
             _close(passed)
             self.children[spare.pid] = reply
-            _send(reply, {"pid": spare.pid, "cgroup": spare.cgroup})
+            _send(reply, {"pid": spare.pid, "cgroup": spare.cgroup, "at": time.monotonic()})
             return
         if spare is not None:
             self._discard(spare)
@@ -198,7 +201,7 @@ class _Server:
             _child(request, passed, self.sys_path, server, cloned)  # never returns
         _close(passed)
         self.children[pid] = reply
-        _send(reply, {"pid": pid, "cgroup": None})
+        _send(reply, {"pid": pid, "cgroup": None, "at": time.monotonic()})
 
     def reap(self) -> None:
         while True:
@@ -215,7 +218,7 @@ class _Server:
                 self.spare = None
             reply = self.children.pop(pid, None)
             if reply is not None:
-                _send(reply, {"exit": os.waitstatus_to_exitcode(status)})
+                _send(reply, {"exit": os.waitstatus_to_exitcode(status), "at": time.monotonic()})
                 os.close(reply)
 
     def _discard(self, spare: _Spare) -> None:

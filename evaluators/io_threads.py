@@ -15,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
+
+from evoforge.evaluators.eval_clock import current
 
 __all__ = ["off_loop"]
 
@@ -26,6 +29,17 @@ _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="evoforge-sandbox-i
 
 
 async def off_loop(fn: Callable[..., T], /, *args: Any) -> T:
-    """``fn(*args)`` on the sandbox's file-work threads (with the caller's context variables)."""
+    """``fn(*args)`` on the sandbox's file-work threads (with the caller's context variables); the
+    time the result then waits for the event loop counts as the running evaluation's loop wait."""
     context = contextvars.copy_context()
-    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(context.run, fn, *args))
+    value, ready_at = await asyncio.get_running_loop().run_in_executor(
+        _POOL, functools.partial(context.run, _stamped, fn, *args))
+    clock = current()
+    if clock is not None:
+        clock.waited(ready_at, time.monotonic())
+    return value
+
+
+def _stamped(fn: Callable[..., T], *args: Any) -> tuple[T, float]:
+    value = fn(*args)
+    return value, time.monotonic()

@@ -77,6 +77,7 @@ class Running(Protocol):
     closed: asyncio.Future[None]  # its stdout and stderr are closed
     lost: str | None  # why its launcher could not report its exit (a fork server that died)
     cgroup: PidsCgroup | None  # the pids cgroup its launcher put it in (None: the spec's, if any)
+    exited_at: float | None  # monotonic time its exit was known off the event loop (None: unknown)
 
     def returncode(self) -> int | None: ...
 
@@ -115,6 +116,7 @@ class _ColdChild:
 
     lost: str | None = None
     cgroup: PidsCgroup | None = None
+    exited_at: float | None = None  # the loop's child watcher sees the exit: no earlier stamp
 
     def __init__(self, transport: asyncio.SubprocessTransport, protocol: ChildProtocol) -> None:
         self.transport, self.protocol = transport, protocol

@@ -33,8 +33,9 @@ from pathlib import Path
 
 from evoforge.evaluators import isolation, userns
 from evoforge.evaluators.cgroup_pids import PidsCgroup, pids_cgroup_parent, process_limit_mechanism
+from evoforge.evaluators.eval_clock import current
 from evoforge.evaluators.io_threads import off_loop
-from evoforge.evaluators.launch import COLD, ChildSpec, Launcher, child_env
+from evoforge.evaluators.launch import COLD, ChildSpec, Launcher, Running, child_env
 from evoforge.evaluators.sandbox_io import ResultProtocol
 from evoforge.evaluators.scratch import DEFAULT_SCRATCH_MB
 
@@ -89,6 +90,7 @@ class SandboxResult:
     lost: str | None = None  # warm: the fork server died before it reported the child's exit
     retried: str | None = None  # warm: a first run was lost, and this is the second (why)
     finished_at: float | None = None  # monotonic time the result was in (before the copy's deletion)
+    exited_at: float | None = None  # monotonic time the child's exit was known off the loop (warm)
     task_model: dict[str, float] | None = None  # the task-model calls it made (metrics), if linked
 
     def describe_failure(self, note: str = "", missing: str = "a result") -> str | None:
@@ -252,22 +254,31 @@ async def _run(argv: list[str], workdir: Path, env: dict[str, str] | None,
     procs_fd = cgroup.open_procs_fd() if cgroup else None
     result = ResultProtocol(on_line)
     result_transport: asyncio.BaseTransport | None = None
+    child: Running | None = None
     start = time.monotonic()
     try:
-        result_transport, _ = await loop.connect_read_pipe(
-            lambda: result, os.fdopen(read_fd, "rb", buffering=0)
-        )
         spec = ChildSpec(argv, workdir, child_env(workdir, env), _rlimits(limits, confined.nproc),
                          procs_fd, confined.plan, write_fd, limits.output_bytes, limits.max_procs,
                          task_model_fd)
         child = await launcher.start(spec)
+        clock = current()
+        if clock is not None and clock.launched is None:  # cold: started by the loop
+            clock.launched = time.monotonic()
         if child.cgroup is not None:
             confined.cgroup = cgroup = child.cgroup
+        # the result pipe is read from here on: the kernel holds what the child writes meanwhile,
+        # and the loop's turn this takes runs beside the child instead of before it
+        result_transport, _ = await loop.connect_read_pipe(
+            lambda: result, os.fdopen(read_fd, "rb", buffering=0)
+        )
     except BaseException:
         if result_transport is not None:
             result_transport.close()
         else:
             os.close(read_fd)
+        if child is not None:
+            confined.kill(child.pid)
+            child.close()
         if cgroup is not None:
             await cgroup.destroy()
         raise
@@ -312,6 +323,7 @@ async def _run(argv: list[str], workdir: Path, env: dict[str, str] | None,
         stopped=result.stop.done(),
         stream_error=result.stream_error,
         lost=child.lost,
+        exited_at=child.exited_at if child.exited.done() and not killed else None,
     )
 
 

@@ -3,7 +3,8 @@
 The engine knows stages only through the contract in stages/pipeline/stage.py and their order
 through the pipeline (stages/pipeline/pipeline.py). Items enter at the entry stage: a worker of
 that stage draws a new item (sample: parent, inspirations) when the scheduling policy allows, so
-sampling happens as late as possible. When a worker takes an item off its stage's queue, the
+sampling happens as late as possible; items made elsewhere (a promotion round's candidates) enter
+at their stage's pool through the door (`enter`). When a worker takes an item off its stage's queue, the
 stage's door (`admit`: e.g. the staleness policy) may send it elsewhere; otherwise the stage runs
 and its result is applied to the item, which goes on along its route (the next stage the run
 uses, or wherever the result says). A stage that checkpoints hands the head the proposal before
@@ -36,12 +37,12 @@ import logging
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from evoforge.evaluators.task_model_client import client_of
 from evoforge.flows.adaptive import AdaptiveController
 from evoforge.flows.budget import Budget
+from evoforge.flows.engine_paths import design_path, resume_stage, run_folder_full
 from evoforge.flows.head import Head
 from evoforge.flows.policies import AsyncPolicy, Policy
 from evoforge.flows.run_door import RunDoor
@@ -84,32 +85,24 @@ class Engine:
         self.routes = pipeline.routes(set(self.pools))
         link_downstream(self.pools, self.routes, cfg.engine.stage_queue)  # bounded queues
         self.entry = self.pools[pipeline.entry(set(self.pools)).name]
-        self.design_path = self._design_path()
+        self.design_path = design_path(self.pools, self.routes, self.entry)
         self.design = self.design_path[-1]  # the stage whose output the evaluators wait for
         self.downstream = self.pools.get(self.routes[self.design.name], self.design)
         self.policy = policy or AsyncPolicy(cfg.engine.queue_size or self.downstream.bounds.initial)
         self.controller = controller
         self.in_flight: dict[int, Item] = {}  # every issued, unfinished item, by id()
+        self.entered: dict[int, Item] = {}  # items the door put in at a stage (promotion), by id()
+        self.issuing = True  # False once the run is over (`finish`): the entry draws no new item
         self.changed = asyncio.Condition()
         self.fatal: BaseException | None = None
         self._background: set[asyncio.Task] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.door = RunDoor(head, self._wake)  # releases and round decisions reach the head here
+        self.door = RunDoor(head, self._wake, self.enter)  # what reaches the head beside the entry
         if ctx.release is not None:
             ctx.release.connect(self.door.released)  # the view's channel, given when it was built
         task_model = client_of(ctx.task)  # its own endpoint down pauses the run too
         self.breakers = Breakers(circuits_of(ctx.llm), circuits_of(task_model.backend) if task_model else ())
         self.breakers.listen(self._wake)
-
-    def _design_path(self) -> list[StagePool]:
-        """The pools from the entry up to (not including) the first stage that evaluates."""
-        path, name = [], self.entry.name
-        while name != COMMIT and name in self.pools and not self.pools[name].stage.evaluates:
-            if self.pools[name] in path:
-                break
-            path.append(self.pools[name])
-            name = self.routes[name]
-        return path or [self.entry]
 
     def designing(self) -> int:
         """Items issued and not yet through the design stages (in a stage or waiting for one)."""
@@ -118,7 +111,7 @@ class Engine:
 
     # --- what the progress line, status.json and the adaptive controller read -----------------
     def gauges(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"in_flight": len(self.in_flight)}
+        out: dict[str, Any] = {"in_flight": len(self.in_flight), "entered": len(self.entered)}
         for pool in self.pools.values():
             out.update(pool.gauges())
         out.update(self.policy.gauges(self))
@@ -202,21 +195,12 @@ class Engine:
             raise EngineFailure(f"{type(self.fatal).__name__}: {self.fatal}") from self.fatal
 
     def resume_at(self, item: Item) -> str:
-        """Where a resumed proposal goes: the stage it was on its way to when it was persisted, or
-        where that stage would have sent it when this run leaves the stage out."""
-        assert item.node is not None
-        name = item.node.next_stage or self.downstream.name
-        line = [s.name for s in self.pipeline.line]
-        while name != COMMIT and name not in self.pools:
-            if name not in line:
-                return self.downstream.name
-            rest = line[line.index(name) + 1:]
-            name = next((n for n in rest if n in self.pools), COMMIT)
-        return name
+        """Where a resumed proposal goes (flows/engine_paths.py)."""
+        return resume_stage(item, self.pipeline, self.pools, self.downstream.name)
 
     def _done(self) -> bool:
         """Nothing in flight and nothing more may be issued (budget spent or a limit reached)."""
-        return not self.in_flight and self.budget.remaining(0) == 0
+        return not self.in_flight and not self.entered and (not self.issuing or self.budget.remaining(0) == 0)
 
     async def _shutdown(self, watchers: list[asyncio.Task]) -> None:
         workers = [t for pool in self.pools.values() for t in pool.tasks]
@@ -292,6 +276,26 @@ class Engine:
         await self._until(lambda: self._stopping() or self._done() or predicate())
         return not self._stopping() and predicate()
 
+    async def enter(self, items: Sequence[Item], stage: str) -> bool:
+        """Items the entry stage did not draw (a promotion round's candidates) start their trip at
+        `stage`'s pool; returns once the head has them all (False: the run stopped first)."""
+        if stage not in self.pools:
+            raise RuntimeError(f"this run's pipeline has no '{stage}' stage ({', '.join(self.pools)})")
+        for item in items:
+            self.entered[id(item)] = item
+            self.pools[stage].push(item)
+        self._wake()
+        return await self.wait_until(lambda: not any(id(item) in self.entered for item in items))
+
+    async def finish(self, job: Callable[[], Awaitable[Any]]) -> None:
+        """After the run: `job` puts items in through the door (the last promotion), which the stage
+        pools take to the head as in the run; no new item is drawn. A new stop request ends it."""
+        self.issuing = False
+        self.stop.clear()  # the search's stop (its wall-clock limit) is not this job's
+        for pool in self.pools.values():
+            pool.retiring = 0
+        await self.run(rounds=[job])
+
     # --- items -----------------------------------------------------------------------------------
     def send(self, item: Item, dest: str, from_stage: str | None) -> None:
         """Route `item` to a stage's queue or to the head (unless the policy holds it)."""
@@ -309,8 +313,9 @@ class Engine:
         """The item's trip ends: the head applies it; a rollback marks what derives from it."""
         if self.head.finished(item) == ROLLBACK:
             self._taint(item)
-        self.in_flight.pop(id(item), None)
-        self.policy.on_finished(self, item)
+        if self.entered.pop(id(item), None) is None:  # an item the entry drew: the policy's to count
+            self.in_flight.pop(id(item), None)
+            self.policy.on_finished(self, item)
 
     def _taint(self, item: Item) -> None:
         """Mark the items in flight derived from the item's rolled-back node: their next stage's
@@ -327,7 +332,8 @@ class Engine:
         """The next item for a worker of `pool`; None when the worker should retire or stop."""
         def ready() -> bool:
             return (self._stopping() or pool.retiring > 0 or pool.waiting > 0
-                    or (pool is self.entry and not self.breakers.paused and self.policy.may_issue(self)))
+                    or (pool is self.entry and self.issuing and not self.breakers.paused
+                        and self.policy.may_issue(self)))
 
         while True:
             await self._until(ready)
@@ -371,15 +377,6 @@ class Engine:
             await pool.hand_on(dest)  # back-pressure: wait while the next stage's queue is full
             self.send(item, dest, from_stage=pool.name)
 
-    def _run_folder_full(self, exc: BaseException) -> bool:
-        """True when `exc` is a full disk where the run writes (the run folder, or a store whose
-        path the error does not say), not in a candidate's own directory elsewhere."""
-        full = disk_full_error(exc)
-        if full is None:
-            return False
-        path, paths = DiskFull.of(full).path, self.ctx.paths
-        return path is None or paths is None or Path(path).resolve().is_relative_to(paths.root.resolve())
-
     async def _guarded(self, stage: Stage, item: Item) -> StageResult:
         """Run one stage on one item; an error there fails that node (recorded), not the run."""
         try:
@@ -387,7 +384,7 @@ class Engine:
         except LLMOutage:
             raise  # the LLM server is down for good: the run stops, no node is failed for it
         except Exception as exc:  # noqa: BLE001 - recorded on the node and in run.log
-            if self._run_folder_full(exc):  # no node fails for it: the run stops, resumes later
+            if run_folder_full(exc, self.ctx.paths):  # no node fails for it: the run stops, resumes later
                 full = DiskFull.of(exc)
                 if full is exc:
                     raise

@@ -241,7 +241,8 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
                                 "spending": prepared.spending.status() if prepared.spending else None,
                                 "task_model": (prepared.task_model.usage.as_dict()
                                                if prepared.task_model else None),
-                                "sandbox": {**sandbox_isolation, **WARM.describe(cfg.sandbox.warm)}},
+                                "sandbox": {**sandbox_isolation, **WARM.describe(cfg.sandbox.warm)},
+                                **ctx.evaluations.timing()},
                                engine.gauges(), session.accounting.as_dict())
         session.hub.emit(Event(EventKind.SNAPSHOT, pool_version=state.pool.v, payload=built))
         return built
@@ -263,7 +264,7 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
         run_state = "interrupted" if stop.is_set() and budget.stop_reason() is None else "finished"
         mlflow_status = "KILLED" if run_state == "interrupted" else "FINISHED"
         if run_state == "finished":
-            await finish_gated(session, engine.door)
+            await finish_gated(session, engine)
             await report_held_out(session)  # the winners' held-out scores, in their own table
     except Exception:
         log.exception("the run failed")

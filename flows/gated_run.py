@@ -1,7 +1,8 @@
 """What a run adds for gated ML work: the first research plan, the round jobs (plan agent,
 promotion) beside the pipeline, and the end of the search (a last promotion; the final report
-that follows it is flows/final_report.py). The round jobs' decisions reach the head through the
-engine's door (flows/run_door.py)."""
+that follows it is flows/final_report.py). The round jobs' work reaches the head through the
+engine's door (flows/run_door.py): a promotion round's candidates go through the engine's
+`promote` stage pool, the last promotion's too (`Engine.finish`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from typing import Any
 from evoforge.cognition.seeding import task_seeds
 from evoforge.flows.engine import Engine
 from evoforge.flows.promotion_flow import promotion_flow, promotion_job
-from evoforge.flows.run_door import RunDoor
 from evoforge.flows.session import Session
 from evoforge.stages.rounds.plan_job import plan_enabled, plan_job, start_plan
 from evoforge.stages.rounds.promotion import promotion_candidates
@@ -55,12 +55,17 @@ def round_jobs(engine: Engine, session: Session) -> list[Callable[[], Awaitable[
     return [rounds]
 
 
-async def finish_gated(session: Session, door: RunDoor) -> None:
+async def finish_gated(session: Session, engine: Engine) -> None:
     """After the search: promote who no promotion reached among the top-K (through the engine's
-    `door`, as the rounds did)."""
+    `promote` stage pool, as the rounds did)."""
     ctx = session.ctx
     if not ctx.task.gated:
         return
     if promotion_candidates(ctx.pool, ctx.config.promotion.top_k):
         done = ctx.rounds.promotions
-        await promotion_flow(ctx, door)(ctx.run_id, done[-1].round + 1 if done else 1)
+        subflow = promotion_flow(ctx, engine.door)
+
+        async def last_promotion() -> None:
+            await subflow(ctx.run_id, done[-1].round + 1 if done else 1)
+
+        await engine.finish(last_promotion)

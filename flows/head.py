@@ -28,8 +28,9 @@ from evoforge.stages.population.item import Item
 from evoforge.stages.population.speculation import confirmed, descends_from
 from evoforge.stages.population.staleness_data import StalenessData
 from evoforge.stages.population.stats import reason_of
+from evoforge.stages.promote import ticket_of
 from evoforge.stages.rounds.branches import Plan
-from evoforge.stages.rounds.promotion import PromotionSummary
+from evoforge.stages.rounds.promotion import Promoted, PromotionTicket, summarize
 from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.rounds.records import NEW_WINNER, PLANS_META, PROMOTIONS_META
 from evoforge.stages.sinks.base import Event, EventKind
@@ -46,6 +47,7 @@ class Head:
                  llm: LLMBackend | None = None) -> None:
         self.state, self.hub, self.policy, self.llm = state, hub, staleness_policy, llm
         self._winner = self._current_winner()
+        self._rounds: dict[int, tuple[str | None, dict[int, Promoted]]] = {}  # open promotion rounds
 
     @property
     def pool(self):  # noqa: ANN201 - the run's pool
@@ -100,9 +102,13 @@ class Head:
 
     def finished(self, item: Item) -> str | None:
         """A candidate's trip ended: into the pool, or out of it (a rollback), counted and recorded;
-        returns NEW_BEST, ROLLBACK or None."""
+        a promotion item's result rescores its pooled node in place (`_promoted`). Returns
+        NEW_BEST, ROLLBACK or None."""
         node = item.node
         assert node is not None
+        ticket = ticket_of(item)
+        if ticket is not None:
+            return self._promoted(ticket, node)
         pool, state = self.pool, self.state
         outcome = None
         pooled = pool.get(node.id)
@@ -214,34 +220,56 @@ class Head:
         self._emit(EventKind.PLAN, None, payload=(plan, text, list(calls)),
                    meta={POOL_VERSION_META: self.pool.v, PLANS_META: state.rounds.plans_state()})
 
-    def promotion(self, summary: PromotionSummary) -> None:
-        """A promotion's full scores onto its nodes; a change of winner moves the pool version."""
+    def _promoted(self, ticket: PromotionTicket, node: Node) -> str | None:
+        """A promotion item's full score onto its pooled node, rescored in place (counted as a
+        promotion, not as an evaluation); the round is recorded with its last item. Returns
+        NEW_BEST when the rescore moved the pool's best, else None."""
         pool, state = self.pool, self.state
-        before = pool.winner()
-        changed = []
-        for result in summary.results:
-            node = pool.get(result.node_id)
-            if node is None:  # rolled back meanwhile: nothing to fold the score into
-                continue
-            node.score_full, PromotionData.of(node).round = result.full, summary.round
-            node.eval_s += result.seconds
-            node.eval_cpu_s += result.cpu_s
+        result = ticket.result or Promoted(node.id, node.score_pilot or 0.0, None,  # the stage failed
+                                           node.error or "promotion failed", 0.0, 0.0)
+        if ticket.round not in self._rounds:
+            winner = pool.winner()
+            self._rounds[ticket.round] = (winner.id if winner is not None else None, {})
+        self._rounds[ticket.round][1][ticket.index] = result
+        pooled, outcome = pool.get(result.node_id), None
+        if pooled is not None:  # else rolled back meanwhile: nothing to fold the score into
+            pooled.score_full, PromotionData.of(pooled).round = result.full, ticket.round
+            pooled.eval_s += result.seconds
+            pooled.eval_cpu_s += result.cpu_s
             if result.error:
-                node.artifacts["promotion_error"] = result.error[:2000]
+                pooled.artifacts["promotion_error"] = result.error[:2000]
             state.stats.promotions += 1
             state.stats.eval_s += result.seconds
             state.stats.eval_cpu_s += result.cpu_s
-            changed.append(node)
+            if pool.rescore(pooled):
+                outcome = NEW_BEST
+                state.history.record(pool.v, NEW_BEST, pooled)
+            state.sampler.on_node_rescored(pooled, pool)
+            self._emit(EventKind.CHANGED, pooled, meta={POOL_VERSION_META: pool.v})
+        if len(self._rounds[ticket.round][1]) == ticket.size:
+            self._close_round(ticket.round)
+        return outcome
+
+    def _close_round(self, round_no: int) -> None:
+        """Every item of the round is in: its summary; a change of winner moves the pool version."""
+        pool, state = self.pool, self.state
+        before, by_index = self._rounds.pop(round_no)
+        results = [by_index[i] for i in sorted(by_index)]
+        ids = {r.node_id for r in results}
+        earlier = [n for n in pool.nodes if PromotionData.peek(n).round is not None and n.id not in ids]
+        now = [n for r in results if (n := pool.get(r.node_id)) is not None]
+        summary = summarize(round_no, results, earlier + now, pool.maximize)
         state.rounds.promotions.append(summary)
         after = pool.winner()
-        if after is not None and (before is None or before.id != after.id):
+        if after is not None and before != after.id:
             pool.v += 1
             state.history.record(pool.v, NEW_WINNER, after)
-        for node in changed:
-            self._emit(EventKind.CHANGED, node)
         promoted = {n.id: n.copy() for n in pool.nodes if PromotionData.peek(n).round is not None}
         self._emit(EventKind.PROMOTION, None, payload=(summary, promoted),
                    meta={POOL_VERSION_META: pool.v, PROMOTIONS_META: state.rounds.promotions_state()})
+        log.info("promotion %d: %s; spearman %s; noisy %s", round_no,
+                 ", ".join(f"{r.node_id} pilot {r.pilot:.4g} -> full {r.full}" for r in results),
+                 summary.spearman, list(summary.noisy) or "none")
 
     def record(self, kind: EventKind, payload: Any, eval_s: float = 0.0, eval_cpu_s: float = 0.0) -> None:
         """A run-level record (the final report's held-out evaluations: FINAL, whose payload no

@@ -34,12 +34,15 @@ from evoforge.infra.llm.openai_backend import OpenAIBackend
 from evoforge.infra.llm.router import Router
 from evoforge.infra.llm.spending import SPENDING_FILE, Spending
 from evoforge.infra.llm.types import LLMBackend
+from evoforge.infra.process_local import ProcessLocal
 from evoforge.infra.tracking import default_tracking_uri
 from evoforge.stages.algorithms import Algorithm, AlgorithmError, algorithm_named
 from evoforge.stages.pipeline.pipeline import Pipeline, PipelineError
 from evoforge.stages.pipeline.stage import Stage
 from evoforge.stages.plugins import PluginError, use_plugins
+from evoforge.stages.promote import Promote
 from evoforge.stages.research_prompt import seed_fit_error
+from evoforge.stages.rounds.promotion import PROMOTE
 from evoforge.stages.sample import SAMPLERS
 
 log = logging.getLogger("evoforge.prepare")
@@ -58,7 +61,7 @@ class RunRequest(BaseModel):
 
 
 @dataclass
-class Prepared:
+class Prepared(ProcessLocal):
     """The request with its parts built: the task loaded, the backend made (and checked)."""
 
     request: RunRequest
@@ -250,6 +253,8 @@ def build_pipeline(cfg: RunConfig, task: Task | None = None) -> Pipeline:
         raise ConfigError(f"engine.algorithm (--algorithm): {algorithm.name}: {exc}") from None
     try:
         pipeline = line.with_plugins(use_plugins(cfg.engine.plugins))
+        if task is not None and task.gated and PROMOTE not in pipeline.names():  # every gated run promotes
+            pipeline = Pipeline(pipeline.line, pipeline.side + (Promote(),))
     except (PluginError, PipelineError) as exc:
         raise ConfigError(f"engine.plugins (--plugin): {exc}") from None
     names = pipeline.names()

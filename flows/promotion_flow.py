@@ -1,7 +1,8 @@
-"""Promotion as a Prefect subflow `promotion-<round>`: the top-K pilot candidates are evaluated
-at `full` with their best knob values (stages/rounds/promotion.py), on the run's evaluation
-slots, and the round's results reach the head through the engine's door (flows/run_door.py),
-like a plan or a speculative release: the subflow never holds the head.
+"""Promotion as a Prefect subflow `promotion-<round>`: the top-K pilot candidates become items of
+the `promote` stage (stages/promote.py) and enter the engine through its door for items the entry
+stage did not draw (flows/run_door.py); the stage's pool evaluates each at `full` with its best
+knob values, on the run's evaluation slots, and takes it to the head like any other stage's
+result. The head records the round when its last item is in; the subflow returns its summary.
 
 The live run is given to the subflow the way Python gives it to any function: the flow is built
 around it (`promotion_flow(run, door)`), so its Prefect parameters stay the plain run id and
@@ -15,36 +16,26 @@ from typing import Any
 
 from prefect import Flow, flow
 
-from evoforge.infra.nodes import Node
-from evoforge.stages.evaluation.job import EvalRequest
-from evoforge.stages.pipeline.requests import request_for
 from evoforge.stages.pipeline.run_view import RunView
-from evoforge.stages.rounds.promotion import promote, promotion_candidates, summarize
-from evoforge.stages.rounds.promotion_data import PromotionData
+from evoforge.stages.promote import Promote, promotion_items
+from evoforge.stages.rounds.promotion import promotion_candidates
 from evoforge.stages.rounds.schedule import RoundJob, RunHead
 
 log = logging.getLogger("evoforge.promotion")
 
 
 async def promotion_round(run: RunView, door: RunHead, round_no: int) -> dict[str, Any]:
-    """Promote the run's top pilot candidates to the full level and hand the round's results to
-    `door`; returns the round's summary."""
+    """Send the run's top pilot candidates through the promote stage and wait for the head to
+    have them all; returns the round's summary (empty when the run stopped first)."""
     nodes = promotion_candidates(run.pool, run.config.promotion.top_k)
     if not nodes:
         log.info("promotion %d: no unpromoted candidate at the pilot level", round_no)
         return {"round": round_no, "promoted": []}
-
-    def request_of(node: Node) -> EvalRequest:
-        return request_for(node, run, node.params)
-
-    results = await promote(nodes, run.evaluations, request_of)
-    earlier = [n for n in run.pool.nodes if PromotionData.peek(n).round is not None]
-    now = [node.copy(score_full=r.full) for r in results if (node := run.pool.get(r.node_id)) is not None]
-    summary = summarize(round_no, results, earlier + now, run.pool.maximize)
-    door.promotion(summary)
-    log.info("promotion %d: %s; spearman %s; noisy %s", round_no,
-             ", ".join(f"{r.node_id} pilot {r.pilot:.4g} -> full {r.full}" for r in results),
-             summary.spearman, list(summary.noisy) or "none")
+    done = await door.enter(promotion_items(nodes, round_no, run.pool.v), Promote.name)
+    summary = next((s for s in reversed(run.rounds.promotions) if s.round == round_no), None)
+    if not done or summary is None:
+        log.info("promotion %d: the run stopped before every candidate was promoted", round_no)
+        return {"round": round_no, "promoted": []}
     return {"round": round_no, "promoted": list(summary.promoted), "spearman": summary.spearman,
             "noisy": list(summary.noisy)}
 

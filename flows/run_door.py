@@ -1,29 +1,33 @@
-"""The engine's door for what reaches the head beside a stage's commit: a speculative release
-(the engineer, through the run's release channel) and the round jobs' decisions (a new plan, a
-promotion round's full scores). Each is applied by the head on the flow's event loop, then the
-engine is woken, as after a stage's result. The round jobs and the release channel are given this
-door, never the head itself (the flow alone keeps the head, for the seed and the final report)."""
+"""The engine's door for what reaches the head beside the entry stage's draws: a speculative
+release (the engineer, through the run's release channel), a new plan (the plan agent's round
+job), and items made outside the entry stage (a promotion round's candidates), which the door
+puts into a stage's pool so that they go to the head like any other stage's results. A release
+or a plan is applied by the head on the flow's event loop, then the engine is woken, as after a
+stage's result. The round jobs and the release channel are given this door, never the head itself
+(the flow alone keeps the head, for the seed and the final report)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from evoforge.flows.head import Head
 from evoforge.flows.run_state import RunState
 from evoforge.infra.nodes import Node
+from evoforge.infra.process_local import ProcessLocal
 from evoforge.stages.population.item import Item
 from evoforge.stages.rounds.branches import Plan
-from evoforge.stages.rounds.promotion import PromotionSummary
+
+Enter = Callable[[Sequence[Item], str], Awaitable[bool]]  # the engine's entry for such items
 
 
-class RunDoor:
+class RunDoor(ProcessLocal):
     """The head, as the engine lets work done outside its stage pools reach it (the round jobs'
     `RunHead`, stages/rounds/schedule.py)."""
 
-    def __init__(self, head: Head, wake: Callable[[], None]) -> None:
-        self._head, self._wake = head, wake
-        self.applied: dict[str, int] = {"released": 0, "plan": 0, "promotion": 0}  # what came in
+    def __init__(self, head: Head, wake: Callable[[], None], enter: Enter) -> None:
+        self._head, self._wake, self._enter = head, wake, enter
+        self.applied: dict[str, int] = {"released": 0, "plan": 0, "entered": 0}  # what came in
 
     @property
     def state(self) -> RunState:
@@ -41,10 +45,11 @@ class RunDoor:
         self._head.plan(plan, text, calls, cost)
         self._through("plan")
 
-    def promotion(self, summary: PromotionSummary) -> None:
-        """A promotion round's full scores onto its nodes."""
-        self._head.promotion(summary)
-        self._through("promotion")
+    async def enter(self, items: Sequence[Item], stage: str) -> bool:
+        """`items` start their trip at `stage`'s pool (a promotion round's, at `promote`); returns
+        once the head has committed them all (False: the run stopped first)."""
+        self.applied["entered"] += len(items)
+        return await self._enter(items, stage)
 
     def _through(self, what: str) -> None:
         self.applied[what] += 1

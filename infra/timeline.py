@@ -21,7 +21,8 @@ from typing import Any
 
 _STAGE_GAUGES = ("workers", "busy", "queue", "finished")
 _COUNTERS = ("evaluations", "nodes_evaluated", "nodes_failed", "proposals", "best_score",
-             "candidates_per_min", "in_flight", "research_target", "records_lag_s", "cpu")
+             "candidates_per_min", "in_flight", "research_target", "records_lag_s", "cpu",
+             "eval_slot_wait_s", "eval_wrapper_s", "eval_loop_wait_s")
 
 
 def stage_gauges(status: dict[str, Any]) -> dict[str, dict[str, int]]:

@@ -60,7 +60,11 @@ def learn_query(item: Item, task_description: str) -> str:
 def retrieve(shared: CognitionBase, run_base: CognitionBase | None, query: str, k: int, task: str,
              min_score: float) -> list[tuple[CognitionItem, float]]:
     """The k items nearest to `query` in the workspace's base and the run's own (lessons no LLM
-    wrote stay there), best first; the query is embedded once."""
+    wrote stay there), best first; the query is embedded once (per text: the bases keep recent
+    embeddings and, per table version, recent results), and not at all while neither base has a
+    table."""
+    if not shared.has_table() and (run_base is None or not run_base.has_table()):
+        return []
     vector = shared.query_vector(query)
     found = shared.search_vector(vector, k, task, min_score)
     if run_base is not None:

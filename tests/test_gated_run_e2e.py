@@ -14,6 +14,7 @@ from evoforge.flows.cli import main
 from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED
 from evoforge.infra.nodestore import NodeStore
+from evoforge.infra.timeline import stage_gauges
 from evoforge.stages.engineer_data import EngineerData
 from evoforge.stages.rounds.plan_data import node_branch
 from evoforge.stages.rounds.promotion_data import PromotionData
@@ -96,6 +97,20 @@ def test_promotion_scores_the_leaders_at_full_and_the_final_report_holds_the_hel
     numbers = [float(x) for x in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", unquoted)
                if not re.fullmatch(r"\d{12}", x)]  # an all-digit node id named in a motivation
     assert numbers and max(numbers) < FINAL_LOW  # final scores never reach the leaderboard
+
+
+def test_every_promotion_went_through_the_engines_promote_stage_pool(gated_run, capsys):
+    run_dir, _ = gated_run
+    promoted = [n for n in read_nodes(run_dir) if PromotionData.peek(n).round is not None]
+    status = read_status(run_dir)
+    assert promoted and stage_gauges(status)["promote"]["finished"] == len(promoted)
+    assert status["promotions"] == len(promoted)  # counted as promotions ...
+    evaluated = [n for n in read_nodes(run_dir) if n.was_evaluated]
+    assert status["evaluations"] == len(evaluated)  # ... not as new evaluations
+    capsys.readouterr()
+    assert main(["stages", "--algorithm", "ml-evolve", "--workers", "promote=3", "--json"]) == 0
+    row = next(r for r in json.loads(capsys.readouterr().out) if r["stage"] == "promote")
+    assert (row["line"], row["enabled"], row["workers"], row["then"]) == ("side", True, 3, "commit")
 
 
 def test_trials_and_promotions_are_in_mlflow(gated_run):

@@ -23,7 +23,8 @@ from tests.helpers import read_nodes, read_status
 
 def test_ml_evolve_declares_the_roles_without_asi_evolves_parts():
     algorithm = algorithm_named("ml-evolve")
-    assert algorithm.pipeline().names() == ["research", "engineer", "debug", "param_search", "reflect"]
+    assert algorithm.pipeline().names() == ["research", "engineer", "debug", "param_search", "reflect",
+                                            "promote"]
     assert algorithm.evolves("files") and not algorithm.evolves("text")
 
 

@@ -1,6 +1,7 @@
 """The run's view is read-only and complete when built: nothing can be set on it afterwards, the
 engine receives speculative releases through the channel the view was given, and a promotion
-round's results reach the head through the engine's door, never through a registry."""
+round's candidates reach the head through the engine's door and its promote stage pool, never
+through a registry."""
 
 from __future__ import annotations
 
@@ -27,13 +28,15 @@ from evoforge.infra.config import RunConfig
 from evoforge.infra.nodes import EVALUATED, SPECULATIVE, Node
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.stages.evaluation.job import EvalReport, EvalRequest, EvaluationRunner
+from evoforge.stages.pipeline.pipeline import Pipeline
 from evoforge.stages.pipeline.run_view import ReleaseChannel, RunView
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
+from evoforge.stages.promote import Promote
 from evoforge.stages.rounds.plan_data import PlanData
 from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.sample import make_sampler
-from tests.engine_fakes import FakeEngineer, FakeResearch, Log, make_harness, pipeline_of
+from tests.engine_fakes import FakeEngineer, FakeResearch, Log, make_harness
 from tests.head_fakes import make_head
 
 TASK = load_task("circle_packing")
@@ -108,29 +111,74 @@ def _pilot(i: int, pilot: float) -> Node:
                 owned={"plan": PlanData(branch="B1")})
 
 
-def test_a_promotion_rounds_results_reach_the_head_through_the_engines_door(tmp_path):
+class _Crashes(_FullScores):
+    """Raises inside the evaluation of the nodes it is told, as a broken runner would."""
+
+    def __init__(self, scores: dict[str, float | None], crash: set[str]) -> None:
+        super().__init__(scores)
+        self.crash = crash
+
+    async def run(self, request: EvalRequest, release) -> EvalReport:
+        if request.node_id in self.crash:
+            raise RuntimeError("sandbox gone")
+        return await super().run(request, release)
+
+
+def _promotion_rig(tmp_path, runner: EvaluationRunner):
+    """A head over three pilot nodes and an engine with the promote stage, on `runner`."""
     cfg = RunConfig.model_validate({"promotion": {"top_k": 2}})
     rig = make_head(tmp_path, [_pilot(0, 0.95), _pilot(1, 0.90), _pilot(2, 0.85)], cfg=cfg, level="pilot")
     task = dataclasses.replace(TASK, levels=(EvalLevel("pilot", 0.1), EvalLevel("full", None)))
-    state, runner = rig.state, _FullScores({"n0": 0.70, "n1": 0.92})
+    state = rig.state
     view = RunView("r", task, cfg, OfflineBackend(), state.pool, state.sampler, random.Random(0),
                    SandboxLimits(), tmp_path, history=state.history, evaluations=runner, rounds=state.rounds,
                    release=ReleaseChannel())
-    engine = Engine(view, rig.head, Budget(cfg.budget, state.stats), pipeline_of([FakeResearch(Log())]),
-                    StageCalls(view), asyncio.Event())
-    v = state.pool.v
+    pipeline = Pipeline((FakeResearch(Log()),), side=(Promote(),))
+    engine = Engine(view, rig.head, Budget(cfg.budget, state.stats), pipeline, StageCalls(view),
+                    asyncio.Event())
+    return rig, view, engine
 
-    summary = asyncio.run(promotion_round(view, engine.door, 1))
+
+def _promote_round(view: RunView, engine: Engine) -> dict:
+    """Round 1, run through the engine's stage pools (as the last promotion is)."""
+    got: dict = {}
+
+    async def job() -> None:
+        got.update(await promotion_round(view, engine.door, 1))
+
+    asyncio.run(engine.finish(job))
+    return got
+
+
+def test_a_promotion_rounds_results_reach_the_head_through_the_engines_promote_pool(tmp_path):
+    runner = _FullScores({"n0": 0.70, "n1": 0.92})
+    rig, view, engine = _promotion_rig(tmp_path, runner)
+    state = rig.state
+    v, evaluations = state.pool.v, state.stats.evaluations
+    summary = _promote_round(view, engine)
     stored = rig.recorded()
     rig.close()
     assert summary["promoted"] == ["n0", "n1"]  # the top 2 by pilot
     assert [(r.node_id, r.level) for r in runner.requests] == [("n0", "full"), ("n1", "full")]
-    assert engine.door.applied["promotion"] == 1  # through the engine's door ...
+    assert engine.door.applied["entered"] == 2  # through the engine's door ...
+    assert engine.pools["promote"].finished == 2  # ... and the promote stage's pool ...
     assert state.stats.promotions == 2 and state.rounds.promotions[-1].round == 1  # ... applied by the head
+    assert state.stats.evaluations == evaluations  # a promotion is no new evaluation
     assert state.pool.get("n1").score_full == 0.92 and PromotionData.peek(state.pool.get("n0")).round == 1
     assert state.pool.winner().id == "n1" and state.pool.v == v + 1
     assert stored["n1"].score_full == 0.92  # the head's events, recorded by the sinks
     assert view.pool is state.pool and view.rounds is state.rounds  # the view saw it without being set
+
+
+def test_an_error_in_the_promote_stage_fails_the_promotion_not_the_pooled_node(tmp_path):
+    rig, view, engine = _promotion_rig(tmp_path, _Crashes({"n0": 0.70}, crash={"n1"}))
+    summary = _promote_round(view, engine)
+    rig.close()
+    n1 = rig.state.pool.get("n1")
+    assert summary["promoted"] == ["n0", "n1"]  # the round closed with its failed item too
+    assert n1.status == EVALUATED and n1.score_full is None and PromotionData.peek(n1).round == 1
+    assert "sandbox gone" in n1.artifacts["promotion_error"]
+    assert rig.state.pool.winner().id == "n0" and rig.state.stats.failed == 0
 
 
 def test_no_module_holds_live_runs_or_a_handed_over_run():

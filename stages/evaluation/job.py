@@ -147,6 +147,10 @@ class EvaluationRunner(ABC):
         """Evaluate at most `slots` at a time from now on (a runner without slots: nothing to do)."""
         return None
 
+    def timing(self) -> dict[str, float]:
+        """The run's evaluation waits so far, for status.json (a runner without slots: none)."""
+        return {}
+
 
 class InlineEvaluations(EvaluationRunner):
     """Jobs run on the caller's event loop: cancelling the caller kills the sandbox."""

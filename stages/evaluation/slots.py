@@ -5,6 +5,9 @@ when adaptive control gives the engineer a worker, the run may evaluate one more
 
 Time spent waiting for a slot is not work: a stage run measures it with `waiting_time()` and
 leaves it out of its busy seconds (so adaptive control sees a stage's own rate, not a queue).
+The run's totals go to status.json (`timing()`): the seconds evaluations waited for a slot, those
+from the slot granted to the evaluation started (the Prefect task run around it), and those they
+waited for the event loop; their recorded time leaves all three out (evaluators/eval_clock.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from evoforge.evaluators.eval_clock import granted
 from evoforge.stages.evaluation.job import EvalReport, EvalRequest, EvaluationRunner, Release
 
 
@@ -51,6 +55,8 @@ class SlottedEvaluations(EvaluationRunner):
         self._changed: asyncio.Condition | None = None
         self.running = 0
         self.most_running = 0  # the highest number of evaluations seen at once
+        self.timed, self.slot_wait_s, self.loop_wait_s = 0, 0.0, 0.0  # the run's totals (`timing`)
+        self.wrapper_s = 0.0
 
     def resize(self, slots: int) -> None:
         """Evaluate at most `slots` at a time from now on (at least one)."""
@@ -70,16 +76,37 @@ class SlottedEvaluations(EvaluationRunner):
         async with self._changed:
             await self._changed.wait_for(lambda: self.running < self.slots)
             self.running += 1
+        queued = time.perf_counter() - start
         waited = _WAITED.get()
         if waited is not None:
-            waited.seconds += time.perf_counter() - start
+            waited.seconds += queued
+        self.slot_wait_s += queued
         self.most_running = max(self.most_running, self.running)
         try:
-            return await self.inner.run(request, release)
+            with granted():
+                report = await self.inner.run(request, release)
+            self._account(report)
+            return report
         finally:
             self.running -= 1
             async with self._changed:
                 self._changed.notify_all()
+
+    def _account(self, report: EvalReport) -> None:
+        outcomes = [report.outcome]
+        if report.quick_test is not None and report.quick_test is not report.outcome:
+            outcomes.insert(0, report.quick_test)
+        self.timed += 1
+        self.loop_wait_s += sum(o.wait_s for o in outcomes)
+        first = outcomes[0].stamps
+        if "granted" in first and "start" in first:  # not on a Dask worker: another clock
+            self.wrapper_s += max(0.0, first["start"] - first["granted"])
+
+    def timing(self) -> dict[str, float]:
+        """The run's evaluations so far: how many, and the seconds they waited for a slot, for
+        their wrapper to start them and for the event loop (none of it in their ``eval_s``)."""
+        return {"evaluations_timed": self.timed, "eval_slot_wait_s": round(self.slot_wait_s, 3),
+                "eval_wrapper_s": round(self.wrapper_s, 3), "eval_loop_wait_s": round(self.loop_wait_s, 3)}
 
     def abort_all(self) -> None:
         self.inner.abort_all()

@@ -26,6 +26,7 @@ from evoforge.evaluators.task import Task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.types import LLMBackend
 from evoforge.infra.nodes import Node
+from evoforge.infra.process_local import ProcessLocal
 from evoforge.infra.runfiles import RunPaths
 from evoforge.stages.evaluation.job import EvaluationRunner, InlineEvaluations
 from evoforge.stages.population.case_order import CaseOrder
@@ -62,7 +63,7 @@ class ReleaseChannel:
 
 
 @dataclass(frozen=True)
-class RunView:
+class RunView(ProcessLocal):
     """The run as stages read it: facts, injected services, and the head's state (read-only)."""
 
     run_id: str

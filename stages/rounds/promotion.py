@@ -2,20 +2,21 @@
 re-evaluated on the full training data with their best knob values, so consistent leaders
 are confirmed and pilot-lucky ones are exposed.
 
-`promotion_candidates` picks who goes up, `promote` runs their `full` evaluations on the
-evaluation runner it is given (the run's shared slots; Prefect task runs `promote-<node>`), and
-`summarize` compares the two levels over every candidate promoted so far: Spearman's rank
-correlation of pilot and full, and which candidates held their rank (consistent) or fell (noisy).
-Only the head applies the results to the nodes (flows/promotion_flow.py hands them to it through
-the engine). Example::
+`promotion_candidates` picks who goes up; each candidate travels as an item of the `promote`
+stage (stages/promote.py, a `PromotionTicket` in `Item.owned`), whose worker runs its `full`
+evaluation with `promote` on the run's evaluation runner (the shared slots; Prefect task runs
+`promote-<node>`). Only the head applies each result to its pooled node (rescored in place) and,
+once the round's last item is in, `summarize` compares the two levels over every candidate
+promoted so far: Spearman's rank correlation of pilot and full, and which candidates held their
+rank (consistent) or fell (noisy). Example::
 
     spearman([1, 2, 3], [10, 30, 20])  # 0.5
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextvars import Context
 from dataclasses import dataclass
 
 from evoforge.infra.nodes import EVALUATED, Node
@@ -25,6 +26,7 @@ from evoforge.stages.rounds.plan_data import node_branch
 from evoforge.stages.rounds.promotion_data import PromotionData
 
 PROMOTE_RUN = "promote-{node}"
+PROMOTE = "promote"  # the stage's name, and its key in a promotion item's `owned`
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,20 @@ class PromotionSummary:
     noisy: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class PromotionTicket:
+    """What a promotion item carries (`Item.owned[PROMOTE]`): its round, its place among the
+    round's `size` items, the context its evaluation runs in (the round's Prefect subflow, so
+    that its task run `promote-<node>` is that subflow's), and, once the promote stage ran, the
+    candidate's `full` result."""
+
+    round: int
+    index: int
+    size: int
+    context: Context | None = None
+    result: Promoted | None = None
+
+
 def promotion_candidates(pool: Pool, k: int) -> list[Node]:
     """The top `k` candidates by the pool's (pilot) ranking that no promotion scored yet."""
     out = []
@@ -63,19 +79,14 @@ def promotion_candidates(pool: Pool, k: int) -> list[Node]:
     return out
 
 
-async def promote(nodes: Sequence[Node], runner: EvaluationRunner,
-                  request_of: Callable[[Node], EvalRequest]) -> list[Promoted]:
-    """Evaluate each node at `full` with its best knob values (`request_of(node)`: its evaluation
-    job at the search level), all at once on `runner` (the slots queue them)."""
-
-    async def one(node: Node) -> Promoted:
-        request = request_of(node).with_name(PROMOTE_RUN.format(node=node.id)).at_level("full")
-        outcome = (await runner.run(request, None)).outcome
-        assert node.score_pilot is not None
-        return Promoted(node.id, node.score_pilot, outcome.score if outcome.ok else None,
-                        outcome.error, outcome.seconds, outcome.cpu_s or 0.0)
-
-    return list(await asyncio.gather(*(one(n) for n in nodes)))
+async def promote(node: Node, runner: EvaluationRunner, request: EvalRequest) -> Promoted:
+    """Evaluate `node` at `full` with its best knob values (`request`: its evaluation job at the
+    search level) on `runner` (the run's slots queue it)."""
+    request = request.with_name(PROMOTE_RUN.format(node=node.id)).at_level("full")
+    outcome = (await runner.run(request, None)).outcome
+    assert node.score_pilot is not None
+    return Promoted(node.id, node.score_pilot, outcome.score if outcome.ok else None,
+                    outcome.error, outcome.seconds, outcome.cpu_s or 0.0)
 
 
 def _ranks(values: Sequence[float]) -> list[float]:

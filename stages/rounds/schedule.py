@@ -1,7 +1,8 @@
 """Rounds: every `rounds.size` finished candidates is one round; every K rounds the round jobs
 run beside the pipeline — the plan agent (`plan.every`) and the promotion subflow
-(`promotion.every`) — and their decisions reach the run's head through the engine (`RunHead`:
-the engine's door, flows/run_door.py).
+(`promotion.every`) — and their work reaches the run's head through the engine (`RunHead`: the
+engine's door, flows/run_door.py): a new plan directly, a promotion round's candidates as items of
+the `promote` stage, which the stage's pool takes to the head like any other stage's results.
 
 A round job is a background task of the engine, so an exception in it takes the run down
 through the engine's one fatal path, like any other background task.
@@ -14,23 +15,23 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from evoforge.stages.population.item import Item
 from evoforge.stages.population.stats import RunStats
 from evoforge.stages.rounds.branches import Plan
-from evoforge.stages.rounds.promotion import PromotionSummary
 
 log = logging.getLogger("evoforge.rounds")
 
 
 class RunHead(Protocol):
     """What the round jobs need of the run's head (the engine's door to it): its state to read,
-    and the calls that apply their decisions."""
+    the call that applies a plan, and the entry for items a stage's pool takes to the head."""
 
     state: Any  # flows/run_state.py's RunState: stats, nodes, rounds
 
     def plan(self, plan: Plan, text: str, calls: Sequence[Any] = (),
              cost: tuple[float, int, int] = (0.0, 0, 0)) -> None: ...
 
-    def promotion(self, summary: PromotionSummary) -> None: ...
+    async def enter(self, items: Sequence[Item], stage: str) -> bool: ...
 
 
 class Waiter(Protocol):
