@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from evoforge.evaluators.evaluation import EvalOutcome
 from evoforge.evaluators.task import load_task
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.stages.engineer_data import EngineerData
@@ -35,7 +36,8 @@ class _Slow(EvaluationRunner):
         self.most = max(self.most, self.running)
         await asyncio.sleep(0.02)
         self.running -= 1
-        return EvalReport(outcome=None)  # type: ignore[arg-type]
+        return EvalReport(outcome=EvalOutcome(ok=True, score=1.0, metrics={}, artifacts={}, error=None,
+                                              seconds=0.02, cascade_step=None))
 
 
 def test_evaluation_slots_cap_every_evaluation_of_the_run():
