@@ -29,9 +29,9 @@ from evoforge.stages.population.speculation import confirmed, descends_from
 from evoforge.stages.population.staleness_data import StalenessData
 from evoforge.stages.population.stats import reason_of
 from evoforge.stages.promote import ticket_of
+from evoforge.stages.promotion_data import PromotionData
 from evoforge.stages.rounds.branches import Plan
 from evoforge.stages.rounds.promotion import Promoted, PromotionTicket, summarize
-from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.rounds.records import NEW_WINNER, PLANS_META, PROMOTIONS_META
 from evoforge.stages.sinks.base import Event, EventKind
 from evoforge.stages.sinks.hub import SinkHub

@@ -21,7 +21,7 @@ from evoforge.infra.llm.scheduler import REFLECT
 from evoforge.infra.llm.types import LLMError
 from evoforge.infra.node_data import NodeData
 from evoforge.infra.nodes import FAILED, Node
-from evoforge.stages.generate import GenerateData
+from evoforge.stages.generate_data import GenerateData
 from evoforge.stages.pipeline.llm_call import ask_llm
 from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import COMMIT, Stage, StageResult

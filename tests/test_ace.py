@@ -19,7 +19,7 @@ from evoforge.infra.llm_sim.process import SimConfig, SimulatorProcess
 from evoforge.infra.nodes import EVALUATED, FAILED
 from evoforge.stages.algorithms import algorithm_named
 from evoforge.stages.curator import CuratorData
-from evoforge.stages.generate import GenerateData
+from evoforge.stages.generate_data import GenerateData
 from evoforge.stages.reflector import ReflectorData
 from tests.helpers import read_nodes, read_status
 

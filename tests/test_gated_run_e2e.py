@@ -16,8 +16,8 @@ from evoforge.infra.nodes import EVALUATED
 from evoforge.infra.nodestore import NodeStore
 from evoforge.infra.timeline import stage_gauges
 from evoforge.stages.engineer_data import EngineerData
+from evoforge.stages.promotion_data import PromotionData
 from evoforge.stages.rounds.plan_data import node_branch
-from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.tuning.param_study import TuningData
 from tests.gated_tasks import FINAL_LOW, write_staged_task
 from tests.helpers import prefect_run_of, read_nodes, read_status

@@ -89,3 +89,36 @@ def test_no_flow_keeps_live_runs_in_a_module_global():
             name = getattr(called, "attr", None) or getattr(called, "id", None)
             assert name != "ContextVar", f"{path.name}: a context variable at module level"
             assert not (isinstance(value, ast.Dict) and not value.keys), f"{path.name}: a registry dict"
+
+
+FLOORS = ("tuning", "population", "sample", "evaluation", "rounds", "sinks")  # from the ground up
+
+
+def _below_only(files: dict[str, tuple[str, tuple[str, ...]]], floor: int) -> list[str]:
+    """`label imports name` for each import of a concept package on a floor above `floor`."""
+    above = {f"evoforge.stages.{p}" for p in FLOORS[floor + 1:]}
+    return [f"{label} imports {name}" for label, (source, package) in files.items()
+            for name in _imported(source, package)
+            if any(name == a or name.startswith(a + ".") for a in above)]
+
+
+def test_the_concept_packages_import_only_the_floors_below_them():
+    """tuning < population < sample < evaluation < rounds < sinks: no package reads one above it,
+    and the sinks read no stage module (a stage's data, `*_data.py`, they may)."""
+    found = []
+    for floor, package in enumerate(FLOORS):
+        files = {str(p.relative_to(ROOT)): (p.read_text(), p.parent.relative_to(ROOT).parts)
+                 for p in sorted((STAGES / package).rglob("*.py"))}
+        assert files, package
+        found += _below_only(files, floor)
+        if package == "sinks":
+            found += _violations(files)
+    assert found == []
+
+
+def test_the_floor_check_catches_a_package_reading_one_above_it():
+    probe = {"population/x.py": ("from evoforge.stages.sample.features import FeatureSpace\n",
+                                 ("stages", "population"))}
+    assert _below_only(probe, FLOORS.index("population")) == [
+        "population/x.py imports evoforge.stages.sample.features",
+        "population/x.py imports evoforge.stages.sample.features.FeatureSpace"]

@@ -14,8 +14,8 @@ from evoforge.infra.nodes import EVALUATED
 from evoforge.infra.nodestore import NodeStore
 from evoforge.stages.algorithms import algorithm_named
 from evoforge.stages.analysis_data import AnalysisData
+from evoforge.stages.promotion_data import PromotionData
 from evoforge.stages.rounds.plan_data import node_branch
-from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.tuning.param_study import TuningData
 from tests.gated_tasks import write_staged_task
 from tests.helpers import read_nodes, read_status

@@ -17,9 +17,9 @@ from evoforge.stages.population.pool import Pool
 from evoforge.stages.population.repeat_data import RepeatData
 from evoforge.stages.population.staleness_data import StalenessData
 from evoforge.stages.population.stats import RunStats
+from evoforge.stages.promotion_data import PromotionData
 from evoforge.stages.reflect_data import ReflectData, ReflectOutcome
 from evoforge.stages.research_data import ResearchData
-from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.sinks.mlflow_runs import candidate_run
 from evoforge.stages.sinks.run_files import write_node_files
 

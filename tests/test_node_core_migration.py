@@ -21,10 +21,10 @@ from evoforge.stages.judge_data import JudgeData
 from evoforge.stages.population.repeat_data import RepeatData
 from evoforge.stages.population.staleness_data import StalenessData
 from evoforge.stages.population.stats import RunStats
+from evoforge.stages.promotion_data import PromotionData
 from evoforge.stages.reflect_data import ReflectData, ReflectOutcome
 from evoforge.stages.research_data import ResearchData
 from evoforge.stages.rounds.plan_data import PlanData
-from evoforge.stages.rounds.promotion_data import PromotionData
 from tests.helpers import read_nodes, read_status
 
 FIXTURE = Path(__file__).parent / "fixtures" / "node_db_v1" / "nodes.duckdb.gz"

@@ -9,10 +9,10 @@ import pytest
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.promote import promotion_items
+from evoforge.stages.promotion_data import PromotionData
 from evoforge.stages.reports.leaderboard import leaderboard_md
 from evoforge.stages.rounds.plan_data import PlanData
 from evoforge.stages.rounds.promotion import PROMOTE, Promoted, promotion_candidates, spearman, summarize
-from evoforge.stages.rounds.promotion_data import PromotionData
 from tests.head_fakes import make_head
 
 

@@ -33,8 +33,8 @@ from evoforge.stages.pipeline.run_view import ReleaseChannel, RunView
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.promote import Promote
+from evoforge.stages.promotion_data import PromotionData
 from evoforge.stages.rounds.plan_data import PlanData
-from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.sample import make_sampler
 from tests.engine_fakes import FakeEngineer, FakeResearch, Log, make_harness
 from tests.head_fakes import make_head

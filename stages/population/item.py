@@ -14,7 +14,18 @@ from evoforge.infra.nodes import Node, Status
 if TYPE_CHECKING:
     from evoforge.cognition.knowledge import Knowledge
     from evoforge.infra.llm_traces import LLMCall
-    from evoforge.stages.sample.inspirations import Inspiration
+
+
+@dataclass(frozen=True)
+class Inspiration:
+    """A node shown in the prompt, with why it was chosen (best / diverse / recent)."""
+
+    node: Node
+    label: str
+
+    @property
+    def id(self) -> str:
+        return self.node.id
 
 
 @dataclass

@@ -16,10 +16,10 @@ from typing import Protocol
 import numpy as np
 
 from evoforge.cognition.embedder import Embedder
+from evoforge.infra.code_tokens import code_tokens, evolve_block, shingles
 from evoforge.infra.config import SearchConfig
 from evoforge.infra.nodes import Node
 from evoforge.stages.population.pool import Pool
-from evoforge.stages.sample.features import code_tokens, evolve_block, shingles
 
 _PRIME = 4294967311  # > 2**32, so every 32-bit shingle hash is a distinct residue
 _GROW = 1024

@@ -8,8 +8,8 @@ from evoforge.infra import failure_reasons as why
 from evoforge.infra.nodes import Node, Status
 from evoforge.stages.analysis_data import BY_LLM, BY_SUMMARY, AnalysisData
 from evoforge.stages.population.repeat_data import RepeatData
+from evoforge.stages.promotion_data import PromotionData
 from evoforge.stages.reflect_data import ReflectData, ReflectOutcome
-from evoforge.stages.rounds.promotion_data import PromotionData
 from evoforge.stages.tuning.param_study import TuningData
 
 _FAILED_HERE = {"research": why.NO_EDIT, "guard": why.GUARD, "gate": why.EVALUATION,

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.stages.evaluation.job import EvalRequest, EvaluationRunner
 from evoforge.stages.population.pool import Pool
+from evoforge.stages.promotion_data import PromotionData
 from evoforge.stages.rounds.plan_data import node_branch
-from evoforge.stages.rounds.promotion_data import PromotionData
 
 PROMOTE_RUN = "promote-{node}"
 PROMOTE = "promote"  # the stage's name, and its key in a promotion item's `owned`

@@ -1,4 +1,4 @@
-"""Behaviour features of a program for MAP-Elites, and the token shingles they are measured with.
+"""Behaviour features of a program for MAP-Elites, measured on token shingles (infra/code_tokens.py).
 
 Built-in features, both of the EVOLVE block and both scaled to [0, 1] against a reference
 program (the run's first node, normally the seed):
@@ -12,59 +12,15 @@ Any other name is a task metric read from `node.metrics`, scaled by `feature_ran
 from __future__ import annotations
 
 import math
-import re
-import zlib
-from collections.abc import Sequence, Set
-from functools import lru_cache
+from collections.abc import Sequence
 
-from evoforge.infra.evolve_block import EditError, split_program
+from evoforge.infra.code_tokens import (
+    block_signature,
+    jaccard,
+)
 from evoforge.infra.nodes import Node
 
 BUILTIN_FEATURES = ("complexity", "diversity")
-
-_TOKEN = re.compile(r"[A-Za-z_]\w*|\d+\.?\d*(?:[eE][-+]?\d+)?|\S")
-_COMMENT = re.compile(r"#[^\n]*")
-
-
-def evolve_block(code: str) -> str:
-    """The EVOLVE block of a program (the whole program when it has no valid markers)."""
-    try:
-        return split_program(code).block
-    except EditError:
-        return code
-
-
-def code_tokens(code: str) -> list[str]:
-    """Tokens of the code with comments dropped (a cheap lexer, not Python's)."""
-    return _TOKEN.findall(_COMMENT.sub("", code))
-
-
-def shingles(tokens: Sequence[str], size: int = 3) -> set[int]:
-    """Stable 32-bit hashes of every run of `size` consecutive tokens."""
-    if len(tokens) < size:
-        return {zlib.crc32("\x1f".join(tokens).encode())} if tokens else set()
-    return {zlib.crc32("\x1f".join(tokens[i:i + size]).encode()) for i in range(len(tokens) - size + 1)}
-
-
-def jaccard(a: Set[int], b: Set[int]) -> float:
-    """|a & b| / |a | b| (1.0 for two empty sets)."""
-    if not a and not b:
-        return 1.0
-    return len(a & b) / len(a | b)
-
-
-def complexity(tokens: Sequence[str]) -> int:
-    """Size of the code in tokens (comments excluded): a parse-free stand-in for AST size that
-    also measures a block that does not parse on its own."""
-    return max(len(tokens), 1)
-
-
-@lru_cache(maxsize=1024)
-def block_signature(code: str) -> tuple[int, frozenset[int]]:
-    """Complexity and shingle set of a program's EVOLVE block (cached: re-measuring is common)."""
-    tokens = code_tokens(evolve_block(code))
-    return complexity(tokens), frozenset(shingles(tokens))
-
 
 class FeatureSpace:
     """Maps a node to its MAP-Elites cell: one bin index per configured feature."""

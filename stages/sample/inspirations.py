@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from evoforge.infra.nodes import Node
+from evoforge.stages.population.item import Inspiration
 from evoforge.stages.population.pool import Pool
 from evoforge.stages.sample.base import ParentSampler
 
 BEST, DIVERSE, RECENT = "best", "diverse", "recent"
 LABELS = (BEST, DIVERSE, RECENT)
 _RECENT_SCAN = 64  # how far back to look for improvements
-
-
-@dataclass(frozen=True)
-class Inspiration:
-    """A node shown in the prompt, with why it was chosen (best / diverse / recent)."""
-
-    node: Node
-    label: str
-
-    @property
-    def id(self) -> str:
-        return self.node.id
 
 
 def recent_improvements(pool: Pool, k: int) -> list[Node]:

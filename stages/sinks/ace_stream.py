@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evoforge.infra.nodes import Node
-from evoforge.stages.generate import GenerateData, StreamPosition
+from evoforge.stages.generate_data import GenerateData, StreamPosition
 from evoforge.stages.sinks.base import Event, EventKind, Sink
 
 log = logging.getLogger("evoforge.ace")
