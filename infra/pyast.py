@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 
-_RETRIES = 5
+_RETRIES = 50
 
 
 def parse(source: str, filename: str = "<unknown>") -> ast.Module:

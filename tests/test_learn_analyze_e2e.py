@@ -31,9 +31,9 @@ def finished_run(tmp_path_factory):
     # LLM slots, which research and analysis share (stages/analysis_value.py is tested on its own)
     config.write_text("cognition:\n  top_k: 8\n  min_similarity: 0.15\nengine:\n  task_runs: stages\n"
                       "analyze:\n  by_value: false\n")
-    with SimulatorProcess(SimConfig(median_s=0.05, sigma=0.3, slots=8, seed=5)) as sim:
+    with SimulatorProcess(SimConfig(median_s=0.15, sigma=0.3, slots=8, seed=5)) as sim:
         code = main(["run", "circle_packing", "--run-dir", str(run_dir), "--workspace", str(workspace),
-                     "--config", str(config), "--llm-base-url", sim.base_url, "--max-evals", "40",
+                     "--config", str(config), "--llm-base-url", sim.base_url, "--max-evals", "60",
                      "--workers", "research=4,engineer=2", "--seed", "3", "--quiet"])
     assert code == 0
     return run_dir, workspace
