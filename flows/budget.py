@@ -29,10 +29,16 @@ class Budget:
             used = max(used, self.spending.tokens_in + self.spending.tokens_out)
         return self.cfg.max_tokens is not None and used >= self.cfg.max_tokens
 
+    @property
+    def evaluations(self) -> int:
+        """Evaluations spent against `max_evals`: the candidates', and the counterfactual runs that
+        tested the Analyzer's claims (stages/verify.py)."""
+        return self.stats.evaluations + self.stats.verify_evals
+
     def stop_reason(self) -> str | None:
         """Why the run is finished, or None while budget remains."""
-        if self.stats.evaluations >= self.cfg.max_evals:
-            return f"max_evals reached ({self.stats.evaluations})"
+        if self.evaluations >= self.cfg.max_evals:
+            return f"max_evals reached ({self.evaluations})"
         if self.stats.proposals >= self.cfg.proposal_cap():
             return f"proposal cap reached ({self.stats.proposals} proposals)"
         if self._tokens_over():
@@ -51,5 +57,5 @@ class Budget:
         """How many more items may be issued now, with `in_flight` issued and unfinished."""
         if self.stop_reason() is not None:
             return 0
-        return max(0, min(self.cfg.max_evals - self.stats.evaluations,
+        return max(0, min(self.cfg.max_evals - self.evaluations,
                           self.cfg.proposal_cap() - self.stats.proposals) - in_flight)

@@ -1,16 +1,18 @@
-"""`evoforge cognition add|search|list|remove`: manage the workspace's cognition base."""
+"""`evoforge cognition add|search|list|remove|ingest|review`: manage the workspace's cognition base."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
+from evoforge.flows.cognition_ingest_cli import add_ingest_parsers, run_ingest
+
 
 def add_cognition_parser(subparsers: Any) -> None:
-    """Add the `cognition` command and its four subcommands to the CLI."""
+    """Add the `cognition` command and its subcommands to the CLI."""
     cognition = subparsers.add_parser("cognition", help="the cognition base of prior knowledge")
     which = cognition.add_subparsers(dest="cognition", required=True)
 
@@ -31,9 +33,27 @@ def add_cognition_parser(subparsers: Any) -> None:
     search.add_argument("--json", action="store_true")
     listing = common(which.add_parser("list", help="every item, oldest first"))
     listing.add_argument("--task", help="only this task's items and task-less ones")
+    listing.add_argument("--status", choices=("pending", "accepted", "rejected"),
+                         help="only items of this review status")
     listing.add_argument("--json", action="store_true")
+    show = common(which.add_parser("show", help="one item in full, and the runs and people it came from"))
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true")
     remove = common(which.add_parser("remove", help="delete an item by id"))
     remove.add_argument("id")
+    add_ingest_parsers(which, common)
+
+
+def show_item(item: Any, origins: list[str]) -> str:
+    """An item in full: its fields, then each run, task and person it came from."""
+    claim = f"; claim {item.verdict}" if item.verdict else ""
+    where = f", {item.locator}" if item.locator else ""
+    lines = [f"{item.id}  {item.title}", f"status: {item.status}{claim}", f"task: {item.task or 'any task'}",
+             f"source: {item.source}{where}", "", item.text]
+    if item.quote:
+        lines += ["", f"quote: \"{item.quote}\""]
+    lines += ["", "came from:", *(f"  - {origin}" for origin in origins or [item.provenance])]
+    return "\n".join(lines)
 
 
 def _line(text: str, width: int = 100) -> str:
@@ -43,14 +63,22 @@ def _line(text: str, width: int = 100) -> str:
 
 def run_cognition(ns: argparse.Namespace) -> int:
     """Run the cognition subcommand the arguments name; returns the exit code."""
+    if ns.cognition == "ingest":
+        return run_ingest(ns)
+    if ns.cognition == "review":
+        from evoforge.flows.cognition_review_cli import run_review  # loads the cognition base's modules
+
+        return run_review(ns)
     # loaded here, not at the top: LanceDB is not needed to build the CLI's parser
     from evoforge.cognition import CognitionError, open_base, read_seeds
+    from evoforge.cognition.workspace import person_of
     from evoforge.infra.config_load import load_config
 
     cfg = load_config(ns.config, {"workspace": ns.workspace})
     base = open_base(cfg.cognition, cfg.workspace)
     if ns.cognition == "add":
-        items = read_seeds(ns.path, task=ns.task)
+        person = person_of(cfg.cognition)
+        items = [replace(item, person=person) for item in read_seeds(ns.path, task=ns.task)]
         added = base.add(items)
         print(f"added {len(added)} item(s) to {base.folder}; {len(items) - len(added)} already present")
     elif ns.cognition == "search":
@@ -68,14 +96,25 @@ def run_cognition(ns: argparse.Namespace) -> int:
                 print(f"{score:.3f}  {item.id}  {item.title}  [{item.task or 'any task'}]")
                 print(f"       {_line(item.text)}")
     elif ns.cognition == "list":
-        items = base.list(task=ns.task)
+        items = base.list(task=ns.task, status=ns.status)
         if ns.json:
             print(json.dumps([asdict(item) for item in items], indent=2))
         elif not items:
             print(f"no items in {base.folder}")
         else:
             for item in items:
-                print(f"{item.id}  [{item.task or 'any task'}]  {item.title}  ({item.provenance})")
+                trust = f", {item.verdict}" if item.verdict else ""
+                print(f"{item.id}  [{item.task or 'any task'}]  {item.status}{trust}  {item.title}  "
+                      f"({item.provenance})")
+    elif ns.cognition == "show":
+        found = base.get(ns.id)
+        if found is None:
+            raise CognitionError(f"no cognition item with id '{ns.id}' in {base.folder}")
+        origins = base.origins_of(found.id)
+        if ns.json:
+            print(json.dumps(asdict(found) | {"origins": [asdict(o) for o in origins]}, indent=2))
+        else:
+            print(show_item(found, [o.describe() for o in origins]))
     else:
         if not base.remove(ns.id):
             raise CognitionError(f"no cognition item with id '{ns.id}' in {base.folder}")

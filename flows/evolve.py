@@ -182,6 +182,7 @@ async def _evolve(prepared: Prepared) -> dict[str, Any]:
                                   scratch_root=prepared.run_dir) if task.case_based else None)
     session = open_session(task, cfg, prepared.run_dir, llm, prepared.workspace, prepared.pipeline,
                            cases=cases, cognition=prepared.cognition, analysis_llm=prepared.analysis_llm,
+                           cognition_reads=prepared.cognition_reads,
                            evaluations=_evaluations(prepared))
     handler = attach_run_log(session.paths.log)
     api_log = attach_prefect_log()  # evoforge's INFO lines in the flow run's Logs tab

@@ -18,11 +18,11 @@ from pathlib import Path
 import httpx
 from pydantic import BaseModel, ConfigDict
 
-from evoforge.cognition.embeddings import make_embedder
 from evoforge.cognition.errors import CognitionError
 from evoforge.cognition.onnx_embedder import require_packages
 from evoforge.cognition.seeding import task_seeds
 from evoforge.cognition.store import CognitionBase
+from evoforge.cognition.workspace import open_base, read_bases
 from evoforge.evaluators.isolation_notice import announce_isolation, unisolated_key_refusal
 from evoforge.evaluators.task import Task, load_task
 from evoforge.evaluators.task_files import TaskFiles
@@ -68,7 +68,8 @@ class Prepared(ProcessLocal):
     task: Task
     llm: LLMBackend
     pipeline: Pipeline
-    cognition: CognitionBase | None = None  # the workspace's, shared by runs; None when off
+    cognition: CognitionBase | None = None  # the base the run writes, shared by runs; None when off
+    cognition_reads: tuple[CognitionBase, ...] = ()  # the bases it only reads (cognition.read_uris)
     analysis_llm: OpenAIBackend | None = None  # analyze.llm's endpoint; None: the run's LLM
     spending: Spending | None = None  # dollars spent on LLM calls, held to budget.max_cost_usd
     task_model: TaskModelClient | None = None  # a text task's TaskChannel, or a task_model: true task's
@@ -165,7 +166,8 @@ def prepare(request: RunRequest) -> Prepared:
                     if analysis else None)
     llm = make_backend(cfg.llm, cfg.seed, spending)
     task_model = open_task_model(task, cfg, llm, spending) if task.needs_task_model else None
-    return Prepared(request, task, llm, pipeline, cognition, analysis_llm, spending=spending,
+    reads = tuple(read_bases(cfg.cognition, cognition.embedder)) if cognition is not None else ()
+    return Prepared(request, task, llm, pipeline, cognition, reads, analysis_llm, spending=spending,
                     task_model=task_model)
 
 
@@ -284,7 +286,7 @@ def check_tracking_server(cfg: RunConfig, timeout_s: float = 5.0) -> None:
 
 
 def open_cognition(cfg: RunConfig, workspace: Path, task: Task) -> CognitionBase | None:
-    """The workspace's cognition base (shared by runs), with the task's seed items added."""
+    """The base the run writes (the workspace's, or `cognition.uri`), with the task's seed items added."""
     if not cfg.cognition.enabled:
         return None
     if cfg.cognition.embedding == "onnx" and "embedding" not in cfg.cognition.model_fields_set:
@@ -294,7 +296,7 @@ def open_cognition(cfg: RunConfig, workspace: Path, task: Task) -> CognitionBase
             print(f"[evoforge] cognition base off: {exc}", file=sys.stderr)
             cfg.cognition.enabled = False  # so the run's config says so, and learn is left out
             return None
-    base = CognitionBase(workspace / "cognition", make_embedder(cfg.cognition))
+    base = open_base(cfg.cognition, workspace)
     added = base.add(task_seeds(task.root, task.name))
     log.info("cognition base %s: %d items (%d seeded from the task now), embedder %s",
              base.folder, base.count(), len(added), base.embedder.name)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evoforge.cognition.store import CognitionBase
+from evoforge.cognition.workspace import person_of
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task
 from evoforge.evaluators.warm import WARM
@@ -188,7 +189,8 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, wor
                  pipeline: Pipeline, cases: list[str] | None = None,
                  cognition: CognitionBase | None = None,
                  analysis_llm: LLMBackend | None = None,
-                 evaluations: EvaluationRunner | None = None) -> Session:
+                 evaluations: EvaluationRunner | None = None,
+                 cognition_reads: tuple[CognitionBase, ...] = ()) -> Session:
     """Create or resume the run in `run_dir`; `evaluations`: the run's evaluation runner (default:
     inline, on the flow's event loop)."""
     paths = RunPaths(run_dir)
@@ -218,6 +220,7 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, wor
                   rng=random.Random(f"{cfg.seed}-{state.stats.proposals}"),
                   limits=sandbox_limits(task, cfg, run_dir), scratch=paths.scratch, history=state.history,
                   case_order=state.case_order, cognition=cognition, run_cognition=run_base,
+                  read_cognition=cognition_reads,
                   evaluations=evaluations or InlineEvaluations(),
                   optuna_url=f"sqlite:///{paths.optuna_db.resolve()}", rounds=state.rounds,
                   shares=state.shares, release=ReleaseChannel(), repeats=state.repeats, paths=paths,
@@ -235,7 +238,7 @@ def open_session(task: Task, cfg: RunConfig, run_dir: Path, llm: LLMBackend, wor
                                                         tracker.parent_run_id or ""), task, paths))
     if run_base is not None and cfg.analyze.write_back:
         sinks.append(CognitionWriteBack(cognition, run_base, run_id, task.name,
-                                        cfg.cognition.dedupe_similarity))
+                                        cfg.cognition.dedupe_similarity, person_of(cfg.cognition)))
     for stage in pipeline.stages:
         if stage.enabled(cfg):
             sinks.extend(stage.sinks(ctx))

@@ -204,6 +204,10 @@ class AnalyzeConfig(_Section):
     by_value: bool = True
     max_waiting: int = Field(default=2, ge=0)  # such analyses waiting for a slot at once (new bests apart)
     bound_share: float = Field(default=0.02, ge=0, le=1)  # most the bound LLM analyses (new bests apart)
+    # the Analyzer's causal claims tested by counterfactual runs (stages/verify.py)
+    verify_share: float = Field(default=0.1, ge=0, le=1)  # most of the run's evaluations they spend (0: off)
+    verify_repeats: int = Field(default=3, ge=2, le=20)  # runs per side when the evaluator is noisy
+    verify_max_claims: int = Field(default=1, ge=1, le=10)  # claims checked per candidate (largest first)
 
 
 class JudgeConfig(_Section):
@@ -267,9 +271,16 @@ class TrackingConfig(_Section):
 
 
 class CognitionConfig(_Section):
-    """The cognition base of prior knowledge in ``<workspace>/cognition/``: embeddings and retrieval."""
+    """The cognition base of prior knowledge (``<workspace>/cognition/`` unless `uri` names another):
+    where it is, which other bases a run reads, embeddings and retrieval."""
 
     enabled: bool = True
+    # the base runs read and write lessons to: a folder (a shared one for a team: runs of several
+    # processes and machines write it at once) or a LanceDB URI (s3://, gs://, az://); none: the workspace's
+    uri: str | None = None
+    # more bases a run reads, never writes (e.g. the team's, while its own lessons stay in `uri`)
+    read_uris: list[str] = Field(default_factory=list)
+    person: str | None = None  # who the items a run or an ingest writes come from; none: the login name
     # onnx: all-MiniLM-L6-v2 on onnxruntime (no torch); minilm: the same model on torch (the embed
     # extra); openai: an embeddings endpoint; lexical: a weak fallback that warns
     embedding: Literal["onnx", "minilm", "openai", "lexical"] = "onnx"

@@ -34,22 +34,18 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-import posixpath
 import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from mlflow.entities import LifecycleStage, Metric, Param, RunStatus, RunTag, SourceType
 from mlflow.entities.entity_type import EntityAssociationType
 from mlflow.exceptions import MlflowException
 from mlflow.protos.databricks_pb2 import INVALID_PARAMETER_VALUE
-from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 from mlflow.store.tracking.dbmodels.models import (
     SqlEntityAssociation,
     SqlLatestMetric,
@@ -71,6 +67,8 @@ from mlflow.utils.validation import (
     _validate_run_id,
     _validate_tag,
 )
+
+from evoforge.infra.mlflow_texts import check_text_name, is_local, write_texts
 
 _log = logging.getLogger(__name__)
 
@@ -205,44 +203,6 @@ def _param_value(value: Any) -> str:
     return str(value)[:MAX_PARAM_VAL_LENGTH]
 
 
-def _check_text_name(name: str) -> None:
-    norm = posixpath.normpath(name)
-    if not name or norm != name or norm == "." or norm.startswith(("/", "..")):
-        raise MlflowException(f"Bad artifact file name {name!r}: must be a relative path "
-                              "without '..'", INVALID_PARAMETER_VALUE)
-
-
-def _is_local(uri: str) -> bool:
-    scheme = urlparse(uri).scheme
-    return scheme in ("", "file") or (len(scheme) == 1 and scheme.isalpha())  # a windows drive
-
-
-def write_texts(artifact_uri: str, texts: dict[str, str], tracking_uri: str | None) -> None:
-    """The run's text artifacts: written straight into its folder if it is local, else uploaded
-    in one ``log_artifacts`` call from a staging folder."""
-    texts = {name: text for name, text in texts.items() if text}
-    if not texts:
-        return
-    for name in texts:
-        _check_text_name(name)
-    if _is_local(artifact_uri):
-        root = Path(local_file_uri_to_path(artifact_uri))
-        made: set[Path] = set()
-        for name, text in texts.items():
-            path = root / name
-            if path.parent not in made:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                made.add(path.parent)
-            path.write_text(text, encoding="utf-8")
-        return
-    with tempfile.TemporaryDirectory(prefix="mlflow-bulk-") as folder:
-        for name, text in texts.items():
-            path = Path(folder, name)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        get_artifact_repository(artifact_uri, tracking_uri=tracking_uri).log_artifacts(folder)
-
-
 # ---- the bulk path ------------------------------------------------------------------------------
 
 def _walk(records: list[RunRecord], parent_id: str | None,
@@ -299,7 +259,7 @@ def _prepare(record: RunRecord, parent_id: str | None, experiment_id: int,
         _validate_metric(key, value, now, record.step, path=f"metrics[{i}]")
     for name, text in record.texts.items():
         if text:
-            _check_text_name(name)
+            check_text_name(name)
 
     start = record.start_time if record.start_time is not None else now
     end = record.end_time if record.end_time is not None else max(now, start)
@@ -355,7 +315,7 @@ def _write_runs_bulk(store: SqlAlchemyStore, store_uri: str, experiment_id: str,
         for record, rows in prepared:
             if any(record.texts.values()):
                 uri = rows["artifact_uri"]
-                if _is_local(uri):
+                if is_local(uri):
                     run_folder = Path(local_file_uri_to_path(uri)).parent
                     if not run_folder.exists():
                         made.append(run_folder)

@@ -79,8 +79,9 @@ def parse_decision(answer: str) -> str | None:
 # report it asks for. The offline analyzer and the simulator read the comparison back.
 ANALYSIS_MARKER = "Analysis request:"
 COMPARISON_HEADER = "## Computed comparison"
+# "Claims" last: an older answer (or a model that leaves it out) parses as before, with no claims
 ANALYSIS_SECTIONS = ("What changed", "What happened", "Why it likely happened", "What to try next",
-                     "Lessons")
+                     "Lessons", "Claims")
 EXTRA_SECTION = "Other notes"  # text of an answer outside the asked-for sections
 MAX_LESSONS = 3
 _NO_LESSON = re.compile(r"^(?:none|n/?a|no (?:\w+ )?lessons?)(?:$|\s*[.!,:;(\u2013\u2014-])", re.I)
@@ -90,6 +91,7 @@ _ALIASES = {  # the headings a sloppy answer may use for each section, lower cas
     "why it likely happened": 2, "why it happened": 2, "why": 2, "likely cause": 2,
     "what to try next": 3, "what next": 3, "next steps": 3, "try next": 3,
     "lessons": 4, "lesson": 4, "lessons learned": 4, "lessons learnt": 4,
+    "claims": 5, "causal claims": 5, "claim": 5,
 }
 _HEADING_RE = re.compile(
     r"^[ \t]*(?P<hashes>#{1,6})?[ \t]*(?P<bold>\*\*|__)?[ \t]*(?:\d+[.)][ \t]*)?(?P<name>"

@@ -212,7 +212,7 @@ class Tracker:
                                           tags={"mlflow.parentRunId": parent, **run.tags})
         rid = created.info.run_id
         self._log_batch(rid, run.params, run.metrics, None, 0)
-        from evoforge.infra.mlflow_bulk import write_texts
+        from evoforge.infra.mlflow_texts import write_texts
 
         write_texts(created.info.artifact_uri, run.texts, self._uri)
         self._client.set_terminated(rid, status=run.status)

@@ -20,3 +20,4 @@ class AnalysisData(NodeData, owner="analyze"):
     worth: str = ""
     report: str = ""  # the Analyzer's report: what changed, what happened, why, what next
     lessons: list[str] = field(default_factory=list)  # generalisable lessons, offered to the cognition base
+    claims: list[str] = field(default_factory=list)  # its Claims lines, as written (verify reads them)

@@ -8,6 +8,7 @@ import re
 
 from evoforge.evaluators.task import Task
 from evoforge.infra.artifacts import ArtifactKind
+from evoforge.infra.hunks import render_hunks
 from evoforge.infra.nodes import PRUNED, REJECTED, ROLLED_BACK, STALE, Node
 from evoforge.infra.prompt_format import ANALYSIS_MARKER, ANALYSIS_SECTIONS, MAX_LESSONS, render_comparison
 from evoforge.stages.debug import RepairData
@@ -108,8 +109,7 @@ def analysis_parts(item: Item, ctx: RunView) -> list[Part]:
                      f"Objective: {task.objective} ({task.direction}).{about}"),
         Part("change", f"## The candidate's change (on parent {item.parent.id})\n"
                        f"Motivation: {' '.join(node.motivation.split()) or 'n/a'}"),
-        Part("diff", f"```diff\n{_head(diff, _MAX_DIFF_CHARS) or '(no diff)'}\n```", METRICS,
-             short=f"```diff\n{_head(diff, 800)}\n```" if len(diff) > 800 else ""),
+        _change_part(node, item.parent, diff),
         Part("evaluation", f"## Its evaluation\nStatus: {node.status}{where}\nScore: {_own_score(node)}"),
         Part("metrics", f"Metrics: {_metrics(node.metrics)}", METRICS),
         *(Part(f"repair {i}", line, ANALYSIS) for i, line in enumerate(_repairs(node), 1)),
@@ -118,6 +118,16 @@ def analysis_parts(item: Item, ctx: RunView) -> list[Part]:
                                                               task))),
         Part("instructions", _instructions(task.artifact.noun)),
     ]
+
+
+def _change_part(node: Node, parent: Node | None, diff: str) -> Part:
+    """The change as numbered hunks (what the Claims section credits), else the diff as given."""
+    numbered = render_hunks(parent.code, node.code, _MAX_DIFF_CHARS) if parent is not None else ""
+    if numbered:
+        short = render_hunks(parent.code, node.code, 800) if len(numbered) > 800 else ""
+        return Part("diff", f"The change, in numbered hunks:\n{numbered}", METRICS, short=short)
+    return Part("diff", f"```diff\n{_head(diff, _MAX_DIFF_CHARS) or '(no diff)'}\n```", METRICS,
+                short=f"```diff\n{_head(diff, 800)}\n```" if len(diff) > 800 else "")
 
 
 def comparison_facts(node: Node, parent: Node | None, best: Node | None, task: Task) -> dict[str, str]:
@@ -154,7 +164,10 @@ def _instructions(noun: str) -> str:
         f"explanation from the evidence (say so when it is uncertain); under `## What to try next`, one "
         f"to three concrete next experiments. Under `## Lessons`, 0 to {MAX_LESSONS} bullet lines "
         f"(`- ...`), each a lesson that generalises beyond this one {noun} (not a description of "
-        f"this change), or the single line `none`."
+        f"this change), or the single line `none`. Under `## Claims`, one line per causal claim "
+        f"you can make about the numbered hunks, as `- hunk N: raised the score by about X` (or "
+        f"`lowered`; X from the computed comparison), at most one line per hunk, or the single line "
+        f"`none`; each claim will be tested by re-running the {noun} without that hunk."
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 
+from evoforge.infra.claims_format import claim_lines
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.authorship import LESSONS_BY, answer_author, answer_kind, answer_label
 from evoforge.infra.llm.scheduler import ANALYZE, SlotRefused, scheduler_of
@@ -205,6 +206,7 @@ def _reported(node: Node, completion: Completion, text: str, ctx: RunView) -> No
     AnalysisData.of(node).report = render_report(node, completion, sections, lessons)
     node.artifacts[ANALYSIS_BY] = answer_author(completion, "analyzer")
     AnalysisData.of(node).by = BY_LLM
+    AnalysisData.of(node).claims = claim_lines(sections.get("Claims", ""))
     if ctx.config.analyze.write_back and lessons:
         AnalysisData.of(node).lessons = lessons
         node.artifacts[LESSONS_BY] = answer_kind(completion)  # an LLM's reach the shared base

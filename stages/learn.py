@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evoforge.cognition.entries import CognitionItem
-from evoforge.cognition.knowledge import Knowledge
+from evoforge.cognition.knowledge import Knowledge, trust_order
 from evoforge.cognition.store import CognitionBase
 from evoforge.infra.config import RunConfig
 from evoforge.infra.node_data import NodeData
@@ -58,18 +58,22 @@ def learn_query(item: Item, task_description: str) -> str:
 
 
 def retrieve(shared: CognitionBase, run_base: CognitionBase | None, query: str, k: int, task: str,
-             min_score: float) -> list[tuple[CognitionItem, float]]:
-    """The k items nearest to `query` in the workspace's base and the run's own (lessons no LLM
-    wrote stay there), best first; the query is embedded once (per text: the bases keep recent
-    embeddings and, per table version, recent results), and not at all while neither base has a
-    table."""
-    if not shared.has_table() and (run_base is None or not run_base.has_table()):
+             min_score: float, reads: Sequence[CognitionBase] = ()) -> list[Knowledge]:
+    """The k items to show for `query` from the base the run writes, the bases it only reads and
+    the run's own (lessons no LLM wrote stay there): accepted ones, never a refuted lesson, human
+    priors and confirmed lessons before unconfirmed ones, each group by similarity. The query is
+    embedded once (per text: the bases keep recent embeddings and, per table version, recent
+    results), and not at all while no base has a table."""
+    bases = [base for base in (shared, *reads, run_base) if base is not None and base.has_table()]
+    if not bases:
         return []
     vector = shared.query_vector(query)
-    found = shared.search_vector(vector, k, task, min_score)
-    if run_base is not None:
-        found += run_base.search_vector(vector, k, task, min_score)
-    return sorted(found, key=lambda hit: -hit[1])[:k]
+    found: dict[str, Knowledge] = {}
+    for base in bases:
+        for item, score in base.search_vector(vector, k, task, min_score):
+            if item.id not in found or found[item.id].score < score:
+                found[item.id] = Knowledge.of(item, score)
+    return trust_order(list(found.values()), k)
 
 
 class Learn(Stage):
@@ -90,9 +94,7 @@ class Learn(Stage):
             return StageResult(node)
         cfg = ctx.config.cognition
         query = learn_query(item, ctx.task.description)
-        found = await asyncio.to_thread(retrieve, ctx.cognition, ctx.run_cognition, query, cfg.top_k,
-                                        ctx.task.name, cfg.min_similarity)
-        knowledge = [Knowledge(c.id, c.title, c.text, c.provenance, round(float(score), 4))
-                     for c, score in found]
+        knowledge = await asyncio.to_thread(retrieve, ctx.cognition, ctx.run_cognition, query, cfg.top_k,
+                                            ctx.task.name, cfg.min_similarity, ctx.read_cognition)
         LearnData.of(node).cognition_ids = [k.id for k in knowledge]
         return StageResult(node, updates=ItemUpdate(knowledge=knowledge))

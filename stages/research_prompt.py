@@ -126,8 +126,7 @@ def without_used_line(motivation: str) -> str:
 
 
 def _knowledge(shown: Knowledge, index: int) -> str:
-    kind = "human prior" if shown.from_seed else "lesson learned in earlier experiments"
-    return f"### K{index}: {shown.title} ({kind})\n{shown.text.strip()}\n"
+    return f"### K{index}: {shown.title} ({shown.kind})\n{shown.text.strip()}\n"
 
 
 def ideas_used(answer: str, knowledge: Sequence[Knowledge]) -> list[str]:

@@ -106,7 +106,8 @@ def test_evoforge_algorithms_lists_asi_evolve_with_its_stages(capsys):
     assert main(["algorithms"]) == 0
     (line,) = [row for row in capsys.readouterr().out.splitlines() if row.startswith("asi-evolve ")]
     assert line.split()[1] == "program,files,text,playbook"
-    assert "learn -> research -> engineer -> debug -> param_search -> judge -> analyze  ASI-Evolve" in line
+    assert ("learn -> research -> engineer -> debug -> param_search -> judge -> analyze -> verify  "
+            "ASI-Evolve") in line
     assert main(["algorithms", "--json"]) == 0
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)}
     assert list(rows) == list(ALGORITHMS)

@@ -129,7 +129,7 @@ BAD_INPUTS = [
     ("--workers not a count", "run {t}/good --workers research=abc", "--workers: takes stage=count"),
     ("--workers unknown stage", "run {t}/good --workers analyse=2",
      "engine.workers (--workers): no stage 'analyse' (did you mean 'analyze'?); the run's stages: learn, "
-     "research, engineer, debug, param_search, judge, analyze, reflect"),
+     "research, engineer, debug, param_search, judge, analyze, verify, reflect"),
     ("--workers zero", "run {t}/good --workers engineer=0", "--workers: takes stage=count pairs"),
     ("--mode unknown", "run {t}/good --mode turbo", "--mode: invalid choice: 'turbo'"),
     ("--sampler unknown", "run {t}/good --sampler ucb", "search.sampler (--sampler): unknown sampler 'ucb'"),

@@ -8,6 +8,7 @@ import pytest
 
 import evoforge.cognition.store as store_module
 from evoforge.cognition import CognitionBase, CognitionItem, LexicalEmbedder
+from evoforge.cognition.store import RETRIEVED
 
 WORDS = ["circle", "ring", "corner", "grid", "hexagon", "row", "column", "radius", "pack", "shift",
          "grow", "shrink", "edge", "centre"]
@@ -21,27 +22,32 @@ def _base(folder: Path) -> CognitionBase:
     for i in range(60):
         words = " ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(5))
         items.append(CognitionItem.create(f"item {i}", f"{words} number {i}",
-                                          task=("packing", "other", None)[i % 3]))
+                                          task=("packing", "other", None)[i % 3],
+                                          status=("accepted", "pending", "accepted", "rejected")[i % 4],
+                                          verdict=("", "confirmed", "refuted", "unchecked", "")[i % 5]))
     base.add(items)
     return base
 
 
+@pytest.mark.parametrize("statuses", [RETRIEVED, None])
 @pytest.mark.parametrize("task", [None, "packing", "other"])
-def test_in_memory_search_gives_lancedb_answers(tmp_path, monkeypatch, task):
+def test_in_memory_search_gives_lancedb_answers(tmp_path, monkeypatch, task, statuses):
     base = _base(tmp_path / "base")
     for query in QUERIES:
         vector = base.query_vector(query)
         version = base.version()
-        memory = base._search(vector, 7, task, None, version)
+        memory = base._search(vector, 7, task, None, statuses, version)
         with monkeypatch.context() as patch:
             patch.setattr(store_module, "SMALL_ROWS", 0)  # every table is too big: LanceDB searches
             patch.setattr(base, "_snapshot", None)
-            lance = base._search(vector, 7, task, None, version)
+            lance = base._search(vector, 7, task, None, statuses, version)
         assert base._snapshot is not None and base._snapshot[1] is not None  # the memory path ran
         assert [item.id for item, _ in memory] == [item.id for item, _ in lance]
         assert [s for _, s in memory] == pytest.approx([s for _, s in lance], abs=1e-5)
         assert all(item.task in (None, task) for item, _ in memory if task is not None)
         assert len(memory) == 7
+        if statuses is not None:  # only accepted items that rest on no refuted claim
+            assert {(item.status, item.verdict != "refuted") for item, _ in memory} == {("accepted", True)}
 
 
 def test_min_score_and_k_apply_in_memory(tmp_path):

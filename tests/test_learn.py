@@ -76,11 +76,18 @@ def test_the_prompt_labels_prior_knowledge_and_the_parent_analysis():
                 owned={"analyze": AnalysisData(report="Corners are wasted.")})
     knowledge = [Knowledge("a1", "Hexagonal start", "Use a lattice.", "human seed: x", 0.8),
                  Knowledge("b2", "Shrink corners", "Small corner circles.", "analyzer insight of node n",
-                           0.6)]
+                           0.6),
+                 Knowledge("c3", "Grow the middle", "Big middle circle.", "analyzer insight of node m",
+                           0.5, "confirmed"),
+                 Knowledge("d4", "Box rule", "Leave no gap at a wall.", "ingested from spec.pdf, page 3",
+                           0.4)]
     prompt = research_messages(TASK, seed, [], "diff", knowledge)[1]["content"]
     assert "## Prior knowledge (retrieved from the cognition base)" in prompt
     assert "### K1: Hexagonal start (human prior)" in prompt
-    assert "### K2: Shrink corners (lesson learned in earlier experiments)" in prompt
+    assert "### K2: Shrink corners (lesson learned in earlier experiments, not confirmed)" in prompt
+    confirmed = "(lesson learned in earlier experiments, confirmed by a counterfactual run)"
+    assert f"### K3: Grow the middle {confirmed}" in prompt
+    assert "### K4: Box rule (human prior, from a document)" in prompt
     assert "Corners are wasted." in prompt and "Ideas used: K1, K3" in prompt
     assert prompt.index("Prior knowledge") < prompt.index("## Current program")
 
@@ -134,7 +141,7 @@ def test_offline_and_simulated_lessons_stay_in_the_run_labelled_never_in_the_sha
     assert kept[simulated_lesson].provenance.startswith("LLM simulator lesson (simulated")
     assert "simulated" in kept[simulated_lesson].tags and "offline" in kept[offline_lesson].tags
     found = retrieve(base, run_base, "rotate the lattice to fill the gaps", 3, "circle_packing", -1.0)
-    assert simulated_lesson in [item.text for item, _ in found]  # this run's learn still finds it
+    assert simulated_lesson in [shown.text for shown in found]  # this run's learn still finds it
 
 
 def test_the_report_gives_the_origin_breakdown_and_the_lessons():

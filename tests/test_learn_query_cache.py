@@ -62,7 +62,7 @@ def test_same_query_unchanged_base_embeds_and_searches_once(bases, monkeypatch):
     assert embedder.texts == [query]
     assert len(shared_searches) == 1 and len(run_searches) == 1
     assert all(found == first for found in again)
-    assert [item.title for item, _ in first][0] == "Corners"
+    assert [shown.title for shown in first][0] == "Corners"
     assert shared.search_memo.hits == 4 and shared.vector_memo.hits == 4
 
 
@@ -78,11 +78,11 @@ def test_a_changed_base_is_searched_again(bases, monkeypatch, tmp_path):
     after = retrieve(shared, run_base, query, 5, TASK, 0.0)
     assert len(shared_searches) == 2 and len(run_searches) == 1  # the run's base did not change
     assert embedder.texts == [query]  # the query is still embedded once
-    assert "Hex rows" not in [i.title for i, _ in before] and "Hex rows" in [i.title for i, _ in after]
+    assert "Hex rows" not in [k.title for k in before] and "Hex rows" in [k.title for k in after]
     run_base.add([CognitionItem.create("Lesson", "Circles in a hexagonal grid scored best.")])
     latest = retrieve(shared, run_base, query, 5, TASK, 0.0)
     assert len(shared_searches) == 2 and len(run_searches) == 2
-    assert "Lesson" in [i.title for i, _ in latest]
+    assert "Lesson" in [k.title for k in latest]
 
 
 def test_a_distinct_query_is_embedded_and_searched(bases, monkeypatch):
@@ -109,5 +109,5 @@ def test_no_table_in_either_base_embeds_nothing(tmp_path):
     assert retrieve(empty, None, "anything", 3, TASK, 0.0) == []
     assert embedder.texts == []
     CognitionBase(tmp_path / "b", LexicalEmbedder()).add([CognitionItem.create("New", "anything at all")])
-    assert [i.title for i, _ in retrieve(empty, empty_run, "anything", 3, TASK, 0.0)] == ["New"]
+    assert [k.title for k in retrieve(empty, empty_run, "anything", 3, TASK, 0.0)] == ["New"]
     assert embedder.texts == ["anything"]

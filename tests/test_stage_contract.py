@@ -36,12 +36,12 @@ def readme_plugin(tmp_path: Path) -> Path:
 def test_the_pipeline_is_explicit_data_in_order():
     pipeline = asi_evolve.pipeline()
     assert [s.name for s in pipeline.line] == ["learn", "research", "engineer", "debug", "param_search",
-                                               "judge", "analyze"]
+                                               "judge", "analyze", "verify"]
     assert [s.name for s in pipeline.side] == ["reflect"]
     every = pipeline.routes({s.name for s in pipeline.stages})
     assert every == {"learn": "research", "research": "engineer", "engineer": "debug",
                      "debug": "param_search", "param_search": "judge", "judge": "analyze",
-                     "analyze": COMMIT, "reflect": "engineer"}
+                     "analyze": "verify", "verify": COMMIT, "reflect": "engineer"}
     # a run that leaves stages out routes past them; a side stage goes where its `then` would
     some = pipeline.routes({"research", "engineer", "analyze", "reflect"})
     assert some == {"research": "engineer", "engineer": "analyze", "analyze": COMMIT, "reflect": "engineer"}
@@ -51,11 +51,12 @@ def test_the_pipeline_is_explicit_data_in_order():
 def test_evoforge_stages_prints_the_runs_stages_order_workers_and_routes(capsys):
     assert main(["stages", "--workers", "analyze=3,engineer=4", "--json"]) == 0
     rows = {r["stage"]: r for r in json.loads(capsys.readouterr().out)}
-    assert [r["order"] for r in rows.values()] == list(range(1, 9))
+    assert [r["order"] for r in rows.values()] == list(range(1, 10))
     assert rows["analyze"]["workers"] == 3 and rows["engineer"]["workers"] == 4
     assert rows["learn"]["workers"] == rows["research"]["workers"] == 8  # learn is sized like research
     assert rows["reflect"]["workers"] == 4 and not rows["reflect"]["enabled"]  # sized like engineer
-    assert rows["engineer"]["then"] == "debug" and rows["analyze"]["then"] == "commit"
+    assert rows["engineer"]["then"] == "debug" and rows["analyze"]["then"] == "verify"
+    assert rows["verify"]["then"] == "commit" and rows["verify"]["workers"] == 4  # sized like engineer
     assert rows["learn"]["entry"] and rows["engineer"]["evaluates"] and rows["engineer"]["runs_on_seed"]
     assert rows["param_search"]["runs_on_seed"] and rows["param_search"]["own_sinks"]
     assert rows["debug"]["data"] == ["debug.attempts"]
@@ -78,7 +79,7 @@ def test_a_worker_count_for_a_stage_the_run_does_not_have_is_one_line_naming_the
         build_pipeline(cfg)
     assert str(info.value) == ("engine.workers (--workers): no stage 'analyse' (did you mean 'analyze'?); "
                                "the run's stages: learn, research, engineer, debug, param_search, judge, "
-                               "analyze, reflect")
+                               "analyze, verify, reflect")
 
 
 def test_a_plugin_following_a_stage_the_pipeline_lacks_is_refused(tmp_path):

@@ -11,8 +11,10 @@ import random
 from evoforge.infra.ace_format import is_reflector_prompt
 from evoforge.infra.edits import SearchReplace, render_diff
 from evoforge.infra.evolve_block import START_MARKER, EditError
+from evoforge.infra.extraction_format import is_extraction_prompt
 from evoforge.infra.llm_sim.ace_reflector import reflector_answer
 from evoforge.infra.llm_sim.citations import citation_lines
+from evoforge.infra.llm_sim.extraction import extraction_answer
 from evoforge.infra.llm_sim.playbook_edits import PLAYBOOK_LANGUAGE, playbook_edit_answer
 from evoforge.infra.llm_sim.task_model import is_task_model_call, task_model_answer
 from evoforge.infra.llm_sim.text_edits import TEXT_LANGUAGE, text_edit_answer
@@ -50,6 +52,8 @@ def build_answer(prompt: str, rng: random.Random, system: str = "") -> str:
     """An answer that edits the prompt's program the way the prompt asks (diff or rewrite); an
     analysis or a judge prompt gets a seeded answer in the form it asks for; a message that is none
     of evoforge's own prompts gets the task model's answer to it under the ``system`` message."""
+    if is_extraction_prompt(prompt):
+        return extraction_answer(prompt)
     if is_reflector_prompt(prompt):
         return reflector_answer(prompt)
     if is_task_model_call(prompt):

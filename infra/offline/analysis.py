@@ -2,14 +2,19 @@
 
 The offline analyzer writes a mechanical report from the prompt's computed comparison: no
 judgement of its own, and a lesson only where the comparison shows a clear effect (an error
-class that any program would meet the same way). The simulator writes the same facts plus seeded,
-plausible explanations and lessons, so that runs over it exercise the lesson write-back.
+class that any program would meet the same way); it makes no causal claims (it cannot tell which
+hunk did what). The simulator writes the same facts plus seeded, plausible explanations and
+lessons, so that runs over it exercise the lesson write-back, and one causal claim per candidate
+whose change has hunks and a score that moved: a hunk drawn by its seeded rng is credited with the
+observed parent→child change (so it is sometimes wrong on purpose: verification is for that).
 """
 
 from __future__ import annotations
 
 import random
+import re
 
+from evoforge.infra.claims_format import claim_line
 from evoforge.infra.prompt_format import (
     ANALYSIS_SECTIONS,
     extract_motivation,
@@ -19,6 +24,10 @@ from evoforge.infra.prompt_format import (
 )
 
 OFFLINE_ANALYZER = "Offline analyzer (no LLM)"
+NO_OFFLINE_CLAIMS = ("none (the offline analyzer makes no causal claims: it sees what the comparison "
+                     "shows, not which hunk caused it)")
+_HUNK_LINE_RE = re.compile(r"^### Hunk (\d+)\b", re.M)
+_DELTA_RE = re.compile(r"^([+-]?\d+\.?\d*(?:[eE][+-]?\d+)?)")
 
 _CAUSES = {  # error class (its start) -> (why, what to try next, lesson or None)
     "timeout": ("The program ran past the evaluation's time limit, so it produced no score.",
@@ -88,6 +97,7 @@ def offline_analysis(prompt: str, preface: str = OFFLINE_ANALYZER) -> str:
         "Why it likely happened": why,
         "What to try next": cause[1] if cause else _next_by_verdict(facts),
         "Lessons": f"- {lesson}" if lesson else "none",
+        "Claims": NO_OFFLINE_CLAIMS,
     }
     opening = f"{preface}: a mechanical report computed from the prompt's comparison; it makes no judgement."
     return _render(opening, body)
@@ -109,8 +119,20 @@ def simulated_analysis(prompt: str, rng: random.Random, preface: str) -> str:
         "Why it likely happened": cause[0] if cause else rng.choice(_SIMULATED_WHY),
         "What to try next": (cause[1] + " " if cause else "") + rng.choice(_SIMULATED_NEXT),
         "Lessons": "\n".join(f"- {lesson}" for lesson in lessons[:3]),
+        "Claims": simulated_claims(prompt, facts, rng),
     }
     return _render(f"{preface}: a seeded analysis, not a real LLM's.", body)
+
+
+def simulated_claims(prompt: str, facts: dict[str, str], rng: random.Random) -> str:
+    """The simulator's Claims section: a hunk drawn by `rng` credited with the observed change vs
+    the parent ('none' when the prompt shows no hunks or the score did not move)."""
+    count = len(set(_HUNK_LINE_RE.findall(prompt)))
+    delta = _DELTA_RE.match(facts.get("delta vs parent", ""))
+    if not count or delta is None or float(delta.group(1)) == 0:
+        return "none"
+    change = float(delta.group(1))
+    return "- " + claim_line(rng.randint(1, count), change > 0, abs(change))
 
 
 def _render(opening: str, body: dict[str, str]) -> str:

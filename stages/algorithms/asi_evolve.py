@@ -4,8 +4,8 @@ as round jobs), and FlashEvolve's reflection on stale items.
 
 The main line, in the order items pass through it; a run leaves out the stages it does not use
 (`Stage.enabled`): learn without a cognition base, debug with no repair attempts, param search
-when off, judge at weight 0, analyze when off. Reflect is a side stage, reached from the
-engineer's door under the reflective staleness policy.
+when off, judge at weight 0, analyze when off, verify when analyze is off or `verify_share` is 0.
+Reflect is a side stage, reached from the engineer's door under the reflective staleness policy.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from evoforge.stages.param_search import ParamSearch
 from evoforge.stages.pipeline.pipeline import Pipeline
 from evoforge.stages.reflect import Reflect
 from evoforge.stages.research import Research
+from evoforge.stages.verify import Verify
 
 NAME = "asi-evolve"
 
@@ -40,7 +41,8 @@ class AsiEvolve(Algorithm):
 
 
 def pipeline() -> Pipeline:
-    """learn -> research -> engineer -> debug -> param_search -> judge -> analyze -> head; reflect
-    on the side."""
-    return Pipeline(line=(Learn(), Research(), Engineer(), Debug(), ParamSearch(), Judge(), Analyze()),
+    """learn -> research -> engineer -> debug -> param_search -> judge -> analyze -> verify -> head;
+    reflect on the side."""
+    return Pipeline(line=(Learn(), Research(), Engineer(), Debug(), ParamSearch(), Judge(), Analyze(),
+                          Verify()),
                     side=(Reflect(),))

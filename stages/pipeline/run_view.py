@@ -79,6 +79,7 @@ class RunView(ProcessLocal):
     case_order: CaseOrder | None = None  # validation order of a case-based task
     cognition: CognitionBase | None = None  # the workspace's cognition base, for reading (a sink writes)
     run_cognition: CognitionBase | None = None  # the run's own base: lessons no LLM wrote stay here
+    read_cognition: tuple[CognitionBase, ...] = ()  # bases it only reads (cognition.read_uris: a team's)
     evaluations: EvaluationRunner = field(default_factory=InlineEvaluations)
     optuna_url: str | None = None  # the run's Optuna storage (param search studies)
     rounds: Rounds = field(default_factory=Rounds)  # the plans and promotions the head applied

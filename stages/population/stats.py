@@ -11,6 +11,7 @@ from evoforge.stages.population.repeat_data import RepeatData
 from evoforge.stages.promotion_data import PromotionData
 from evoforge.stages.reflect_data import ReflectData, ReflectOutcome
 from evoforge.stages.tuning.param_study import TuningData
+from evoforge.stages.verify_data import ClaimsData
 
 _FAILED_HERE = {"research": why.NO_EDIT, "guard": why.GUARD, "gate": why.EVALUATION,
                 "rollout": why.EVALUATION, "generate": why.EVALUATION}
@@ -68,6 +69,10 @@ class RunStats:
     patched_llm_s: float = 0.0  # LLM time (research + reflection) of items that were patched
     analysed_llm: int = 0  # candidates whose report the LLM wrote
     analysed_summary: int = 0  # candidates given the deterministic summary (the LLM was busy)
+    verify_evals: int = 0  # counterfactual evaluations of the Analyzer's claims (stages/verify.py)
+    verify_eval_s: float = 0.0  # their evaluator seconds
+    # the Analyzer's claims: made, and by verdict (unchecked, confirmed, refuted, inconclusive)
+    claims: dict[str, int] = field(default_factory=dict)
     # every failed, rejected or stale node under its reason (infra/failure_reasons.py)
     failures_by_reason: dict[str, int] = field(default_factory=dict)
 
@@ -86,6 +91,7 @@ class RunStats:
         analysed_by = AnalysisData.peek(node).by
         self.analysed_llm += analysed_by == BY_LLM
         self.analysed_summary += analysed_by == BY_SUMMARY
+        self._count_claims(ClaimsData.peek(node))
         if reflected == ReflectOutcome.PATCHED:
             self.patched += 1
             self.patched_llm_s += node.llm_s
@@ -117,6 +123,14 @@ class RunStats:
                 self.rolled_back += 1
                 self.wasted_llm_s += node.llm_s
                 self.wasted_eval_s += node.eval_s
+
+    def _count_claims(self, data: ClaimsData) -> None:
+        """Add one node's claims and what checking them spent."""
+        self.verify_evals += data.evaluations
+        self.verify_eval_s += data.eval_s
+        for claim in data.claims:
+            for key in ("made", claim.get("verdict", "unchecked")):
+                self.claims[key] = self.claims.get(key, 0) + 1
 
     def recount_dropped(self, node: Node) -> None:
         """An accepted node left the pool as stale (a rollback upstream, under `guarded`): it

@@ -16,6 +16,7 @@ from evoforge.infra.nodes import Node
 from evoforge.infra.nodestore import FinalScore, NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
 from evoforge.stages.analysis_data import BY_LLM, BY_SUMMARY, AnalysisData
+from evoforge.stages.reports.claims_report import claims_section
 from evoforge.stages.reports.failures_report import failures_section
 from evoforge.stages.reports.figures import Figure, report_figures
 from evoforge.stages.reports.gated_report import final_section, levels_section, optuna_section, plan_section
@@ -93,6 +94,7 @@ def write_report(paths: RunPaths, nodes: Sequence[Node], finals: Sequence[FinalS
     if facts.task_model is not None:
         sections += usage_section(facts.task_model)
     sections += analyses_section(nodes)
+    sections += claims_section(nodes)
     sections += failures_section(nodes)
     if draw:
         figures, drawn = report_figures(paths, nodes, facts.search_level, facts.maximize, best_id=best_id)

@@ -21,6 +21,19 @@ def by_reason(counts: dict[str, int]) -> dict[str, int]:
                        key=lambda item: (-item[1], order.get(item[0], len(order)), item[0])))
 
 
+def claims_counts(stats: RunStats) -> dict[str, int]:
+    """The Analyzer's claims: made, checked, each verdict, and the counterfactual evaluations spent.
+
+    >>> made = {"made": 3, "confirmed": 1, "refuted": 1, "unchecked": 1}
+    >>> claims_counts(RunStats(verify_evals=4, claims=made))
+    {'made': 3, 'checked': 2, 'confirmed': 1, 'refuted': 1, 'inconclusive': 0, 'verify_evals': 4}
+    """
+    got = stats.claims
+    verdicts = {v: got.get(v, 0) for v in ("confirmed", "refuted", "inconclusive")}
+    return {"made": got.get("made", 0), "checked": sum(verdicts.values()), **verdicts,
+            "verify_evals": stats.verify_evals}
+
+
 def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any]) -> dict[str, Any]:
     """The status document `evoforge status --json` prints."""
     best, confirmed = pool.best, pool.winner()
@@ -66,6 +79,8 @@ def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any
         "eval_cpu_s": round(stats.eval_cpu_s, 3),
         "trials": stats.trials,
         "promotions": stats.promotions,
+        "verify_evals": stats.verify_evals,  # counterfactual runs testing the Analyzer's claims
+        "claims": claims_counts(stats),
         **extra,
     }
 

@@ -13,23 +13,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from evoforge.cognition.entries import CognitionItem
+from evoforge.cognition.entries import UNCHECKED, CognitionItem
 from evoforge.cognition.store import CognitionBase
 from evoforge.infra.llm.authorship import LESSONS_BY, LLM, OFFLINE, SIMULATED
 from evoforge.infra.nodes import Node
 from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.sinks.base import Event, EventKind, Sink
+from evoforge.stages.verify_data import ClaimsData
 
 _WHO = {LLM: "analyzer insight", OFFLINE: "offline analyzer lesson (no LLM)",
         SIMULATED: "LLM simulator lesson (simulated, not an LLM's)"}
 
 
-def lesson_items(node: Node, run_id: str, task: str) -> list[CognitionItem]:
-    """The node's lessons as cognition items, with their provenance and author."""
+def lesson_items(node: Node, run_id: str, task: str, person: str = "") -> list[CognitionItem]:
+    """The node's lessons as cognition items, with their provenance, author, run and person, and
+    the verdict of the node's claims (stages/verify.py; unchecked when none was checked)."""
     kind = node.artifacts.get(LESSONS_BY, OFFLINE)
+    verdict = ClaimsData.peek(node).verdict() or UNCHECKED
     provenance = f"{_WHO.get(kind, kind)} of node {node.id} in run {run_id}"
     return [CognitionItem.create(_title(lesson), lesson, source=f"run {run_id}", task=task,
-                                 provenance=provenance, tags=["lesson", kind])
+                                 provenance=provenance, tags=["lesson", kind], run_id=run_id,
+                                 person=person, verdict=verdict)
             for lesson in AnalysisData.peek(node).lessons]
 
 
@@ -40,8 +44,8 @@ class CognitionWriteBack(Sink):
     interval_s = 2.0
 
     def __init__(self, shared: CognitionBase | None, run_base: CognitionBase, run_id: str, task: str,
-                 dedupe_similarity: float) -> None:
-        self.shared, self.run_base = shared, run_base
+                 dedupe_similarity: float, person: str = "") -> None:
+        self.shared, self.run_base, self.person = shared, run_base, person
         self.run_id, self.task, self.dedupe = run_id, task, dedupe_similarity
         self.written = {"shared": 0, "run": 0}
 
@@ -62,7 +66,7 @@ class CognitionWriteBack(Sink):
         local: list[CognitionItem] = []
         for node in nodes:
             to_shared = node.artifacts.get(LESSONS_BY) == LLM and self.shared is not None
-            (shared if to_shared else local).extend(lesson_items(node, self.run_id, self.task))
+            (shared if to_shared else local).extend(lesson_items(node, self.run_id, self.task, self.person))
         if shared:
             assert self.shared is not None
             self.written["shared"] += len(self.shared.add_novel(shared, self.dedupe))
