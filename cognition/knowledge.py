@@ -51,12 +51,19 @@ class Knowledge:
 
 
 def trust_order(found: list[Knowledge], k: int) -> list[Knowledge]:
-    """The `k` to show: trusted ones (human priors, confirmed lessons) before the rest, each group
-    by score.
+    """The `k` to show: the `k` most similar, except that in the places lessons hold there,
+    confirmed lessons come before unconfirmed ones (a confirmed lesson further down takes the place
+    of an unconfirmed one); human priors keep their places.
 
-    >>> a = Knowledge("a", "A", "x", "analyzer insight", 0.9, "unchecked")
-    >>> b = Knowledge("b", "B", "y", "analyzer insight", 0.5, "confirmed")
-    >>> [shown.id for shown in trust_order([a, b], 2)]
-    ['b', 'a']
+    >>> prior = Knowledge("p", "P", "x", "human seed: a.md", 0.95)
+    >>> loose = Knowledge("a", "A", "x", "analyzer insight", 0.9, "unchecked")
+    >>> sure = Knowledge("b", "B", "y", "analyzer insight", 0.5, "confirmed")
+    >>> [shown.id for shown in trust_order([loose, sure, prior], 2)]
+    ['p', 'b']
+    >>> [shown.id for shown in trust_order([loose, sure, prior], 3)]
+    ['p', 'b', 'a']
     """
-    return sorted(found, key=lambda shown: (not shown.trusted, -shown.score))[:k]
+    by_score = sorted(found, key=lambda shown: -shown.score)
+    lessons = iter(sorted((shown for shown in by_score if not shown.from_seed),
+                          key=lambda shown: (shown.verdict != CONFIRMED, -shown.score)))
+    return [shown if shown.from_seed else next(lessons) for shown in by_score[:k]]

@@ -60,8 +60,8 @@ def learn_query(item: Item, task_description: str) -> str:
 def retrieve(shared: CognitionBase, run_base: CognitionBase | None, query: str, k: int, task: str,
              min_score: float, reads: Sequence[CognitionBase] = ()) -> list[Knowledge]:
     """The k items to show for `query` from the base the run writes, the bases it only reads and
-    the run's own (lessons no LLM wrote stay there): accepted ones, never a refuted lesson, human
-    priors and confirmed lessons before unconfirmed ones, each group by similarity. The query is
+    the run's own (lessons no LLM wrote stay there): accepted ones, never a refuted lesson, the
+    most similar first, confirmed lessons before unconfirmed ones (`trust_order`). The query is
     embedded once (per text: the bases keep recent embeddings and, per table version, recent
     results), and not at all while no base has a table."""
     bases = [base for base in (shared, *reads, run_base) if base is not None and base.has_table()]
@@ -70,7 +70,7 @@ def retrieve(shared: CognitionBase, run_base: CognitionBase | None, query: str, 
     vector = shared.query_vector(query)
     found: dict[str, Knowledge] = {}
     for base in bases:
-        for item, score in base.search_vector(vector, k, task, min_score):
+        for item, score in base.search_vector(vector, 2 * k, task, min_score):  # room to swap in
             if item.id not in found or found[item.id].score < score:
                 found[item.id] = Knowledge.of(item, score)
     return trust_order(list(found.values()), k)
