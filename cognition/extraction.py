@@ -25,11 +25,14 @@ class Tally:
 
     llm_calls: int = 0
     proposed: int = 0
-    incomplete: int = 0  # no quote, or neither title nor idea
+    incomplete: int = 0  # no quote (or one under MIN_QUOTE_WORDS words), or neither title nor idea
     quote_not_found: int = 0
     malformed_answers: int = 0  # an answer holding no item and not saying "none"
     failures: list[str] = field(default_factory=list)  # "<file> chunk N: why"
     checked: list[Checked] = field(default_factory=list)
+
+
+MIN_QUOTE_WORDS = 4  # a shorter "quote" (a word or two) is found in any text and proves nothing
 
 
 def _bare(text: str) -> str:
@@ -69,7 +72,7 @@ async def extract_chunk(llm: LLMBackend, source: str, chunk: list[Unit], number:
         return
     for proposal in proposals:
         tally.proposed += 1
-        if not proposal.quote or not (proposal.title or proposal.idea):
+        if len(proposal.quote.split()) < MIN_QUOTE_WORDS or not (proposal.title or proposal.idea):
             tally.incomplete += 1
             continue
         locator = quote_locator(proposal.quote, chunk)

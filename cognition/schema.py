@@ -3,11 +3,12 @@ so a base at any URI carries it), and bringing a table made by an older evoforge
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from evoforge.cognition.entries import CognitionItem
+from evoforge.cognition.entries import REFUTED, CognitionItem
 
 FIELDS = ("id", "title", "text", "source", "tags", "task", "provenance", "created_at", "status",
           "verdict", "quote", "locator", "run_id", "person")
@@ -50,3 +51,27 @@ def missing_columns(schema: pa.Schema) -> dict[str, str]:
 def item_of(row: dict[str, Any]) -> CognitionItem:
     """The item a table row holds."""
     return CognitionItem(**{name: row[name] for name in FIELDS} | {"tags": list(row["tags"] or [])})
+
+
+def sql_quote(value: str) -> str:
+    """A string as a SQL literal for LanceDB's filters."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def is_uri(location: str | Path) -> bool:
+    """Whether a base's location is a URI (s3://, gs://, az://, ...) rather than a folder."""
+    return "://" in str(location)
+
+
+def retrievable_row(statuses: tuple[str, ...] | None):  # noqa: ANN202 - a row predicate or None
+    """A row predicate for the in-memory search: of these statuses, no refuted lesson (None: all)."""
+    if statuses is None:
+        return None
+    return lambda row: row["status"] in statuses and row["verdict"] != REFUTED
+
+
+def retrievable_where(statuses: tuple[str, ...] | None) -> str | None:
+    """The same as a LanceDB filter."""
+    if statuses is None:
+        return None
+    return f"status IN ({', '.join(map(sql_quote, statuses))}) AND verdict != {sql_quote(REFUTED)}"

@@ -21,11 +21,21 @@ import numpy as np
 import pyarrow as pa
 
 from evoforge.cognition.embedder import Embedder
-from evoforge.cognition.entries import ACCEPTED, REFUTED, STATUSES, CognitionItem
+from evoforge.cognition.entries import ACCEPTED, STATUSES, CognitionItem
 from evoforge.cognition.errors import CognitionError
 from evoforge.cognition.memo import Memo
 from evoforge.cognition.origins import Origin, Origins
-from evoforge.cognition.schema import FIELDS, embedder_of, item_of, item_schema, missing_columns
+from evoforge.cognition.schema import (
+    FIELDS,
+    embedder_of,
+    is_uri,
+    item_of,
+    item_schema,
+    missing_columns,
+    retrievable_row,
+    retrievable_where,
+    sql_quote,
+)
 from evoforge.cognition.snapshot import SMALL_ROWS, TableSnapshot
 from evoforge.cognition.write_lock import WriteLock
 
@@ -33,27 +43,6 @@ TABLE = "items"
 META_FILE = "cognition.json"
 _MAX_FRAGMENTS = 16  # more data files than this and the next add compacts them (~0.2 s at 10k items)
 RETRIEVED = (ACCEPTED,)  # what a search returns unless asked otherwise (never a refuted lesson)
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def is_uri(location: str | Path) -> bool:
-    """Whether a base's location is a URI (s3://, gs://, az://, ...) rather than a folder."""
-    return "://" in str(location)
-
-
-def _retrievable(statuses: tuple[str, ...] | None):  # noqa: ANN202 - a row predicate or None
-    if statuses is None:
-        return None
-    return lambda row: row["status"] in statuses and row["verdict"] != REFUTED
-
-
-def _where(statuses: tuple[str, ...] | None) -> str | None:
-    if statuses is None:
-        return None
-    return f"status IN ({', '.join(map(_quote, statuses))}) AND verdict != {_quote(REFUTED)}"
 
 
 class CognitionBase:
@@ -106,11 +95,16 @@ class CognitionBase:
 
     def _upgrade(self) -> None:
         """Add the columns a base made by an older evoforge lacks (once, whoever comes first)."""
-        with self.lock.held():
-            self._table.checkout_latest()
-            missing = missing_columns(self._table.schema)
-            if missing:
-                self._table.add_columns(missing)
+        try:
+            with self.lock.held():
+                self._table.checkout_latest()
+                missing = missing_columns(self._table.schema)
+                if missing:
+                    self._table.add_columns(missing)
+        except PermissionError:
+            raise CognitionError(f"cognition base {self.folder} was made by an earlier evoforge and is "
+                                 "not writable here: open it once with write access to bring it up to "
+                                 "date") from None
 
     def _opened(self) -> bool:
         """Whether the table exists (looking again, as another process may have created it)."""
@@ -264,7 +258,7 @@ class CognitionBase:
         """Which of these item ids the base holds."""
         if not ids or not self._opened():
             return set()
-        quoted = ", ".join(_quote(i) for i in dict.fromkeys(ids))
+        quoted = ", ".join(sql_quote(i) for i in dict.fromkeys(ids))
         return {row["id"] for row in self._rows(f"id IN ({quoted})", limit=len(ids))}
 
     def embed(self, items: list[CognitionItem]) -> np.ndarray:
@@ -317,13 +311,13 @@ class CognitionBase:
                 statuses: tuple[str, ...] | None, version: int | None) -> list[tuple[CognitionItem, float]]:
         snapshot = self._small_snapshot(version)
         if snapshot is not None:  # a small table: the same exact search, in memory
-            found = snapshot.nearest(vector, k, task, _retrievable(statuses))
+            found = snapshot.nearest(vector, k, task, retrievable_row(statuses))
             hits = [(item_of(row), score) for row, score in found]
         else:
             query = self._table.search(vector, vector_column_name="vector")
             query = query.distance_type("cosine").select([*FIELDS, "_distance"]).limit(k)
-            where = [f"(task IS NULL OR task = {_quote(task)})" if task is not None else "",
-                     _where(statuses) or ""]
+            where = [f"(task IS NULL OR task = {sql_quote(task)})" if task is not None else "",
+                     retrievable_where(statuses) or ""]
             if any(where):
                 query = query.where(" AND ".join(filter(None, where)), prefilter=True)
             hits = [(item_of(row), 1.0 - float(row["_distance"])) for row in query.to_list()]
@@ -348,14 +342,14 @@ class CognitionBase:
     def list(self, task: str | None = None, status: str | None = None) -> list[CognitionItem]:
         """Every item (of ``task`` and task-less ones, when given; of this review ``status``, when
         given), oldest first."""
-        where = [f"(task IS NULL OR task = {_quote(task)})" if task is not None else "",
-                 f"status = {_quote(status)}" if status is not None else ""]
+        where = [f"(task IS NULL OR task = {sql_quote(task)})" if task is not None else "",
+                 f"status = {sql_quote(status)}" if status is not None else ""]
         rows = self._rows(" AND ".join(filter(None, where)) or None)
         return sorted({row["id"]: item_of(row) for row in rows}.values(), key=lambda i: (i.created_at, i.id))
 
     def get(self, item_id: str) -> CognitionItem | None:
         """The item with this id, or None."""
-        rows = self._rows(f"id = {_quote(item_id)}", limit=1)
+        rows = self._rows(f"id = {sql_quote(item_id)}", limit=1)
         return item_of(rows[0]) if rows else None
 
     def origins_of(self, item_id: str) -> list[Origin]:
@@ -367,9 +361,9 @@ class CognitionBase:
         if status not in STATUSES:
             raise CognitionError(f"unknown review status '{status}' (one of {', '.join(STATUSES)})")
         with self.lock.held():
-            if not self._opened() or not self._table.count_rows(f"id = {_quote(item_id)}"):
+            if not self._opened() or not self._table.count_rows(f"id = {sql_quote(item_id)}"):
                 return False
-            self._table.update(where=f"id = {_quote(item_id)}", values={"status": status})
+            self._table.update(where=f"id = {sql_quote(item_id)}", values={"status": status})
         return True
 
     def replace(self, item: CognitionItem) -> None:
@@ -378,15 +372,15 @@ class CognitionBase:
         with self.lock.held():
             if self.get(item.id) is None:
                 raise CognitionError(f"no cognition item with id '{item.id}' in {self.folder}")
-            self._table.delete(f"id = {_quote(item.id)}")
+            self._table.delete(f"id = {sql_quote(item.id)}")
             self._insert([item], vector)
 
     def remove(self, item_id: str) -> bool:
         """Delete the item with this id; False when there was none."""
         with self.lock.held():
-            if not self._opened() or not self._table.count_rows(f"id = {_quote(item_id)}"):
+            if not self._opened() or not self._table.count_rows(f"id = {sql_quote(item_id)}"):
                 return False
-            self._table.delete(f"id = {_quote(item_id)}")
+            self._table.delete(f"id = {sql_quote(item_id)}")
         return True
 
     def count(self) -> int:

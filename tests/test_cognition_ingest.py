@@ -198,3 +198,23 @@ def test_real_model_lands_only_quotes_found_in_the_source(capsys, tmp_path, real
     for item in items:
         assert normalise(item["quote"]).strip(" .…") in text
         assert item["provenance"].endswith(f"by {real_model.model}")
+
+
+def test_only_items_quoting_four_words_or_more_of_the_chunk_are_kept():
+    import asyncio
+
+    from evoforge.cognition.documents import Unit
+    from evoforge.cognition.extraction import Tally, extract_chunk
+    from tests.scripted_llm import Scripted
+
+    chunk = [Unit("page 1", "Sort the items by size. Put each item where it leaves the least room."),
+             Unit("page 2", "Close the bin when nothing else fits in it.")]
+    answer = ('1. Title: Best fit\nIdea: least room\nApplies: packing\nQuote: "put each item where it '
+              'leaves  the least room"\nWhere: page 9\n\n'
+              '2. Title: Short\nIdea: a word\nApplies: always\nQuote: "the items"\nWhere: page 1\n\n'
+              '3. Title: Made up\nIdea: invented\nApplies: never\nQuote: "Open a new bin for every item"\n'
+              'Where: page 2\n')
+    tally = Tally()
+    asyncio.run(extract_chunk(Scripted(answer), "doc.pdf", chunk, 1, tally, temperature=0.0, max_tokens=100))
+    assert (tally.proposed, tally.incomplete, tally.quote_not_found) == (3, 1, 1)
+    assert [(c.proposal.title, c.locator) for c in tally.checked] == [("Best fit", "page 1")]
