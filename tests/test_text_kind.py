@@ -182,7 +182,7 @@ def test_a_prompt_evolves_over_the_simulator_with_its_task_model_counted_apart(t
     (tmp_path / "c.yaml").write_text("speculation: {alpha_spec: 0.25}\n")  # released on a val prefix
     with SimulatorProcess(SimConfig(median_s=0.01, sigma=0.2, slots=16, seed=3)) as sim:
         code = main(["run", "house_style", "--run-dir", str(run_dir), "--workspace", str(ws),
-                     "--llm-base-url", sim.base_url, "--max-evals", "14", "--workers",
+                     "--llm-base-url", sim.base_url, "--max-evals", "20", "--workers",
                      "research=4,engineer=2", "--seed", "1", "--config", str(tmp_path / "c.yaml"), "--quiet"])
     assert code == 0
     nodes, status = read_nodes(run_dir), read_status(run_dir)

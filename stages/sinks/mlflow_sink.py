@@ -61,9 +61,23 @@ class MlflowRecords(Sink):
         self._store = sqlite_file(tracker.uri)
 
     def record(self, events: Sequence[Event]) -> None:
-        if self._store is not None and not self._store.is_file():
-            raise FileNotFoundError(f"the MLflow store {self._store} was removed during the run; "
-                                    f"its records wait here until it is back")
+        if self._gone():
+            raise self._removed()
+        try:
+            self._record(events)
+        except Exception as exc:
+            if self._gone():  # removed while this batch was written: say so, not sqlite's words for it
+                raise self._removed() from exc
+            raise
+
+    def _gone(self) -> bool:
+        return self._store is not None and not self._store.is_file()
+
+    def _removed(self) -> FileNotFoundError:
+        return FileNotFoundError(f"the MLflow store {self._store} was removed during the run; "
+                                 f"its records wait here until it is back")
+
+    def _record(self, events: Sequence[Event]) -> None:
         runs: list[tuple[ChildRun, list[ChildRun], Sequence[Any]]] = []
         group: list[Event] = []  # the events behind `runs`
         best: tuple[dict[str, float], int] | None = None
