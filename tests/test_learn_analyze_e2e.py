@@ -28,9 +28,12 @@ def finished_run(tmp_path_factory):
     config = root / "c.yaml"  # 15 seeded priors compete with the lessons: show 8 items, not 5
     # every stage run a Prefect task run too (engine.task_runs: stages), so the UI shows the pipeline
     # every candidate analysed by the simulator, bound or not (analyze.by_value off): research=4 is 4
-    # LLM slots, which research and analysis share (stages/analysis_value.py is tested on its own)
+    # LLM slots, which research and analysis share (stages/analysis_value.py is tested on its own);
+    # no counterfactual runs (verify_share 0): a lesson whose claim they refute is held back from
+    # retrieval by design (tests/test_verify.py, tests/test_cognition_shared.py), and this run's
+    # lessons must reach later candidates whatever the simulator's claims were
     config.write_text("cognition:\n  top_k: 8\n  min_similarity: 0.15\nengine:\n  task_runs: stages\n"
-                      "analyze:\n  by_value: false\n")
+                      "analyze:\n  by_value: false\n  verify_share: 0\n")
     with SimulatorProcess(SimConfig(median_s=0.15, sigma=0.3, slots=8, seed=5)) as sim:
         code = main(["run", "circle_packing", "--run-dir", str(run_dir), "--workspace", str(workspace),
                      "--config", str(config), "--llm-base-url", sim.base_url, "--max-evals", "60",
