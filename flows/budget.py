@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from evoforge.infra.config import BudgetConfig
 from evoforge.infra.llm.spending import Spending
+from evoforge.stages.pipeline.extra_evals import ExtraEvaluations
 from evoforge.stages.population.stats import RunStats
 
 
@@ -19,6 +20,11 @@ class Budget:
     stats: RunStats
     started: float = field(default_factory=time.monotonic)
     spending: Spending | None = None  # the LLM calls' dollars, held to cfg.max_cost_usd
+    extra: ExtraEvaluations | None = None  # evaluations stages committed to beyond the candidates'
+    resumed_extra: int = field(init=False)  # the counted nodes' extra evaluations at the start
+
+    def __post_init__(self) -> None:
+        self.resumed_extra = self.stats.verify_evals
 
     def _wall_over(self) -> bool:
         return self.cfg.max_wall_s is not None and time.monotonic() - self.started >= self.cfg.max_wall_s
@@ -32,8 +38,10 @@ class Budget:
     @property
     def evaluations(self) -> int:
         """Evaluations spent against `max_evals`: the candidates', and the counterfactual runs that
-        tested the Analyzer's claims (stages/verify.py)."""
-        return self.stats.evaluations + self.stats.verify_evals
+        tested the Analyzer's claims (stages/verify.py), counted from when the stage committed to
+        them (held for its worst case) rather than when their node finishes."""
+        committed = self.resumed_extra + (self.extra.committed if self.extra is not None else 0)
+        return self.stats.evaluations + max(self.stats.verify_evals, committed)
 
     def stop_reason(self) -> str | None:
         """Why the run is finished, or None while budget remains."""

@@ -100,6 +100,7 @@ class Engine:
         self.door = RunDoor(head, self._wake, self.enter)  # what reaches the head beside the entry
         if ctx.release is not None:
             ctx.release.connect(self.door.released)  # the view's channel, given when it was built
+        ctx.extra_evals.connect(lambda: budget.remaining(len(self.in_flight)))
         task_model = client_of(ctx.task)  # its own endpoint down pauses the run too
         self.breakers = Breakers(circuits_of(ctx.llm), circuits_of(task_model.backend) if task_model else ())
         self.breakers.listen(self._wake)

@@ -214,7 +214,7 @@ async def _run_session(session: Session, prepared: Prepared) -> dict[str, Any]:
     stop = asyncio.Event()
     _install_stop_handlers(stop)
     calls = StageCalls(ctx, task_runs=request.prefect_tasks and cfg.engine.task_runs == "stages")
-    budget = Budget(cfg.budget, state.stats, spending=prepared.spending)
+    budget = Budget(cfg.budget, state.stats, spending=prepared.spending, extra=ctx.extra_evals)
     policy = BarrierPolicy() if cfg.engine.mode == "sync" else None  # None: the engine's AsyncPolicy
     adaptive = cfg.adaptive.enabled and cfg.engine.mode == "async"
     controller = AdaptiveController(cfg.adaptive) if adaptive else None

@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 
 from evoforge.infra.node_data import NodeData
 
-BY_LLM, BY_SUMMARY = "llm", "summary"  # AnalysisData.by: who wrote the node's report
+BY_LLM, BY_OFFLINE, BY_SUMMARY = "llm", "offline", "summary"  # AnalysisData.by: who wrote the report
 
 
 @dataclass
 class AnalysisData(NodeData, owner="analyze"):
-    """Who wrote the node's report (BY_LLM, BY_SUMMARY, or "": none, or the call failed) and why
+    """Who wrote the node's report (BY_LLM: an LLM endpoint, the simulator included; BY_OFFLINE:
+    the offline analyzer, no LLM; BY_SUMMARY; or "": none, or the call failed) and why
     the LLM wrote it ("slack": the LLM had spare slots; else the candidate's worth, e.g. "new best")."""
 
     by: str = ""

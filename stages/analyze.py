@@ -22,7 +22,7 @@ import asyncio
 
 from evoforge.infra.claims_format import claim_lines
 from evoforge.infra.config import RunConfig
-from evoforge.infra.llm.authorship import LESSONS_BY, answer_author, answer_kind, answer_label
+from evoforge.infra.llm.authorship import LESSONS_BY, OFFLINE, answer_author, answer_kind, answer_label
 from evoforge.infra.llm.scheduler import ANALYZE, SlotRefused, scheduler_of
 from evoforge.infra.llm.types import Completion, LLMBackend, LLMError
 from evoforge.infra.llm_traces import LLMCall, note_calls, recording
@@ -34,7 +34,7 @@ from evoforge.infra.prompt_format import (
     parse_analysis,
     split_reports,
 )
-from evoforge.stages.analysis_data import BY_LLM, BY_SUMMARY, AnalysisData
+from evoforge.stages.analysis_data import BY_LLM, BY_OFFLINE, BY_SUMMARY, AnalysisData
 from evoforge.stages.analysis_prompt import SYSTEM, analysis_messages
 from evoforge.stages.analysis_value import NEW_BEST, Triage, Worth, summary_report
 from evoforge.stages.pipeline.llm_call import ask_llm
@@ -205,7 +205,7 @@ def _reported(node: Node, completion: Completion, text: str, ctx: RunView) -> No
     sections, lessons = parse_analysis(text)
     AnalysisData.of(node).report = render_report(node, completion, sections, lessons)
     node.artifacts[ANALYSIS_BY] = answer_author(completion, "analyzer")
-    AnalysisData.of(node).by = BY_LLM
+    AnalysisData.of(node).by = BY_OFFLINE if answer_kind(completion) == OFFLINE else BY_LLM
     AnalysisData.of(node).claims = claim_lines(sections.get("Claims", ""))
     if ctx.config.analyze.write_back and lessons:
         AnalysisData.of(node).lessons = lessons

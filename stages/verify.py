@@ -12,7 +12,9 @@ own score, which the claim was read from, is never one of them: it would bias th
 the claim).
 
 What it may spend is `analyze.verify_share` of the run's candidate evaluations (stages/
-verify_ledger.py), the claims crediting the largest effect first; the others stay unchecked.
+verify_ledger.py), the claims crediting the largest effect first; the others stay unchecked. A
+check is held against `budget.max_evals` for its worst case before it starts (stages/pipeline/
+extra_evals.py) and is not started when the budget has no room for that.
 Counterfactual runs are Prefect task runs named `verify-<node>-<k>`, count as the run's
 evaluations (`verify_evals` in status.json) and never become nodes. The ledger lives in the
 stage: a resumed run starts a new account (its share holds from there on).
@@ -24,7 +26,7 @@ import asyncio
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evoforge.cognition.entries import INCONCLUSIVE, UNCHECKED
+from evoforge.cognition.entries import INCONCLUSIVE
 from evoforge.infra.claims_format import BETTER, Claim, parse_claims
 from evoforge.infra.config import RunConfig
 from evoforge.infra.hunks import hunks, only, revert
@@ -36,7 +38,7 @@ from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.pipeline.stage import Stage, StageResult
 from evoforge.stages.population.item import Item
 from evoforge.stages.verdicts import differs, judge
-from evoforge.stages.verify_data import ONLY, REVERT, ClaimsData
+from evoforge.stages.verify_data import ONLY, REVERT, ClaimsData, claim_record
 from evoforge.stages.verify_ledger import Ledger
 
 VERIFY_RUN = "verify-{node}-{k}"
@@ -76,7 +78,7 @@ class Verify(Stage):
         records = []
         for i, claim in enumerate(ranked):
             if i >= ctx.config.analyze.verify_max_claims:
-                records.append(_record(claim))
+                records.append(claim_record(claim))
                 continue
             records.append(await self._check(claim, node, item.parent, ctx, ledger, data))
         data.claims = records
@@ -85,7 +87,7 @@ class Verify(Stage):
     def ledger_for(self, ctx: RunView) -> Ledger:
         """The run's verification account (made on first use)."""
         if self.ledger is None:
-            self.ledger = Ledger(ctx.config.analyze.verify_share, ctx.config.budget.max_evals)
+            self.ledger = Ledger(ctx.config.analyze.verify_share)
         return self.ledger
 
     def cost(self, ctx: RunView) -> int:
@@ -93,35 +95,43 @@ class Verify(Stage):
         repeats = ctx.config.analyze.verify_repeats
         return 2 * repeats if self.noisy else 2  # unknown: hope for a deterministic evaluator
 
+    def worst(self, ctx: RunView) -> int:
+        """The most checking one claim can cost: the child's rerun, a revert that does not run, and
+        `verify_repeats` runs a side of the other form (one a side for a deterministic evaluator)."""
+        repeats = 1 if self.noisy is False else ctx.config.analyze.verify_repeats
+        return 2 * repeats + 2
+
     async def _check(self, claim: Claim, node: Node, parent: Node | None, ctx: RunView, ledger: Ledger,
                      data: ClaimsData) -> dict[str, Any]:
         """The claim's record: checked when the ledger admits it and it can be checked."""
         level = ctx.task.search_level
         child_score = node.score(level) if node.status == EVALUATED else None
         if child_score is None or parent is None or parent.id != node.parent_id:
-            return _record(claim, error="not checkable: no score at the search level or no parent")
+            return claim_record(claim, error="not checkable: no score at the search level or no parent")
         count = len(hunks(parent.code, node.code))
         if not 1 <= claim.hunk <= count:
-            return _record(claim, error=f"the change has no hunk {claim.hunk} ({count} hunks)")
+            return claim_record(claim, error=f"the change has no hunk {claim.hunk} ({count} hunks)")
         reference = parent.score(level)
         scale = max(abs(child_score), abs(reference or 0.0), 1e-12)
         credited = claim.magnitude if claim.magnitude is not None else abs(child_score - (reference or 0.0))
-        reserved = self.cost(ctx)
-        if not ledger.admit(credited / scale, reserved):
-            return _record(claim)
+        reserved, held = self.cost(ctx), self.worst(ctx)
+        if not ledger.admit(credited / scale, reserved, fits=held <= ctx.extra_evals.room()):
+            return claim_record(claim)
+        ctx.extra_evals.hold(held)  # against the run's budget at once: no candidate is issued into it
         runs = _Runs(node, request_for(node, ctx, node.params or None).at_level(level), ctx.evaluations,
                      data)
         try:
             return await self._counterfactual(claim, node, parent, child_score, runs, ctx)
         finally:
             ledger.settle(reserved, runs.spent)
+            ctx.extra_evals.settle(held, runs.spent)
 
     async def _counterfactual(self, claim: Claim, node: Node, parent: Node, child_score: float,
                               runs: _Runs, ctx: RunView) -> dict[str, Any]:
         """Rerun the child, then run the counterfactual (each side `verify_repeats` times when noisy)."""
         rerun, error = await runs.one(node.code)
         if rerun is None:
-            return _record(claim, INCONCLUSIVE, error=f"the child's rerun failed: {error}")
+            return claim_record(claim, INCONCLUSIVE, error=f"the child's rerun failed: {error}")
         noisy = differs(rerun, child_score)
         self.noisy = noisy if self.noisy is None else self.noisy or noisy
         runs.data.noisy = noisy
@@ -137,14 +147,15 @@ class Verify(Stage):
             applied = only(parent.code, node.code, claim.hunk)
             alone, other = await runs.one(applied)
             if alone is None:
-                return _record(claim, INCONCLUSIVE, error=f"neither counterfactual ran: {error}; {other}")
+                return claim_record(claim, INCONCLUSIVE,
+                                    error=f"neither counterfactual ran: {error}; {other}")
             form, with_hunk = ONLY, [alone, *await runs.many(applied, extra - 1)]
             without = await runs.many(parent.code, extra)
         if not without or (noisy and min(len(with_hunk), len(without)) < 2):
-            return _record(claim, INCONCLUSIVE, error="too few runs finished", form=form)
+            return claim_record(claim, INCONCLUSIVE, error="too few runs finished", form=form)
         judged = judge(with_hunk, without, better=claim.direction == BETTER,
                        maximize=ctx.task.direction != "minimize", magnitude=claim.magnitude, noisy=noisy)
-        return _record(claim, judged.verdict, form=form, with_scores=with_hunk, without_scores=without,
+        return claim_record(claim, judged.verdict, form=form, with_scores=with_hunk, without_scores=without,
                        effect=judged.effect, se=judged.se, n=judged.n)
 
 
@@ -176,10 +187,3 @@ class _Runs:
         results = await asyncio.gather(*(self.one(code) for _ in range(max(0, n))))
         return [score for score, _ in results if score is not None]
 
-
-def _record(claim: Claim, verdict: str = UNCHECKED, **evidence: Any) -> dict[str, Any]:
-    """A claim as stored on the node: what it says, its verdict and the evidence."""
-    record = {"hunk": claim.hunk, "direction": claim.direction, "magnitude": claim.magnitude,
-              "text": claim.text, "verdict": verdict}
-    record.update({k: v for k, v in evidence.items() if v is not None})
-    return record

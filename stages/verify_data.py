@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evoforge.cognition.entries import CONFIRMED, INCONCLUSIVE, REFUTED, UNCHECKED
+from evoforge.infra.claims_format import Claim
 from evoforge.infra.node_data import NodeData
 
 VERDICTS = (CONFIRMED, REFUTED, INCONCLUSIVE, UNCHECKED)
@@ -34,3 +35,12 @@ class ClaimsData(NodeData, owner="verify"):
     def checked(self) -> list[dict[str, Any]]:
         """The claims that got a verdict (confirmed, refuted or inconclusive)."""
         return [c for c in self.claims if c.get("verdict", UNCHECKED) != UNCHECKED]
+
+
+def claim_record(claim: Claim, verdict: str = UNCHECKED, **evidence: Any) -> dict[str, Any]:
+    """A claim as stored on the node: what it says, its verdict and the evidence."""
+    record = {"hunk": claim.hunk, "direction": claim.direction, "magnitude": claim.magnitude,
+              "text": claim.text, "verdict": verdict}
+    record.update({k: v for k, v in evidence.items() if v is not None})
+    return record
+

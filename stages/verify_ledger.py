@@ -11,7 +11,7 @@ effect first. Example::
     (False, True)
     >>> ledger.settle(reserved=2, spent=3); ledger.spent
     3
-    >>> Ledger(share=1.0, limit=10, candidates=9).admit(1.0, cost=2)   # past the run's budget
+    >>> Ledger(share=1.0, candidates=9).admit(1.0, cost=2, fits=False)   # no room in the run's budget
     False
 """
 
@@ -27,7 +27,6 @@ class Ledger:
     spent or reserved, and the normalised |credited effect| of every claim seen."""
 
     share: float
-    limit: int | None = None  # the run's evaluation budget (`budget.max_evals`): never checked past it
     candidates: int = 0
     spent: int = 0
     effects: list[float] = field(default_factory=list)
@@ -41,13 +40,14 @@ class Ledger:
         """One more evaluated candidate of the run."""
         self.candidates += 1
 
-    def admit(self, effect: float, cost: int) -> bool:
+    def admit(self, effect: float, cost: int, fits: bool = True) -> bool:
         """Whether to check a claim crediting `effect` (normalised by the score scale) at `cost`
         evaluations: when it is at or above the (1 − share)-quantile of the effects seen and fits
         the allowance, or when, after it, the spend would still be below the allowance by more
-        than one claim's cost (spare budget); an admitted claim's cost is reserved."""
+        than one claim's cost (spare budget), and `fits` (the run's budget has room for its worst
+        case); an admitted claim's cost is reserved."""
         self.effects.append(abs(effect))
-        if self.limit is not None and self.candidates + self.spent + cost > self.limit:
+        if not fits:
             return False
         room = self.allowance - self.spent
         ok = room - cost > cost or (room >= cost and abs(effect) >= quantile(self.effects, 1 - self.share))

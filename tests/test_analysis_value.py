@@ -14,7 +14,8 @@ from evoforge.evaluators.task import load_task
 from evoforge.infra.config import RunConfig
 from evoforge.infra.llm.scheduler import PROPOSE, Ask, ScheduledBackend, Scheduler
 from evoforge.infra.nodes import EVALUATED, FAILED, Node
-from evoforge.stages.analysis_data import BY_LLM, BY_SUMMARY, AnalysisData
+from evoforge.infra.offline.backend import OfflineBackend
+from evoforge.stages.analysis_data import BY_LLM, BY_OFFLINE, BY_SUMMARY, AnalysisData
 from evoforge.stages.analysis_value import (
     FIRST_OF_GROUP,
     LARGE_CHANGE,
@@ -192,18 +193,26 @@ def test_the_ration_lets_a_share_of_binding_candidates_through_and_new_bests_alw
     assert Analyze().triage_for(_ctx(Scripted(ANSWER), cfg)[0]).ration == 0.3
 
 
+def test_the_offline_analyzer_s_report_is_counted_as_offline_not_as_the_llm_s():
+    ctx, seed = _ctx(ScheduledBackend(OfflineBackend(seed=1), Scheduler(slots=2)))
+    node = _run(Analyze(), _item(seed), ctx, bind=False)
+    assert AnalysisData.peek(node).by == BY_OFFLINE and AnalysisData.peek(node).report.startswith("# Offline")
+    stats = RunStats.rebuild([node])
+    assert (stats.analysed_llm, stats.analysed_offline) == (0, 1)
+
+
 def test_status_and_report_count_analyses_by_the_llm_and_by_the_summary():
     nodes = []
-    for i, by in enumerate([BY_LLM, BY_LLM, BY_SUMMARY, ""]):
+    for i, by in enumerate([BY_LLM, BY_LLM, BY_SUMMARY, "", BY_OFFLINE]):
         node = Node(id=f"n{i}", run_id="r", code="", status=EVALUATED, score_full=1.0, evaluated_at=1.0)
         if by:
             AnalysisData.of(node).by = by
         nodes.append(node)
     stats = RunStats.rebuild(nodes)
-    assert (stats.analysed_llm, stats.analysed_summary) == (2, 1)
+    assert (stats.analysed_llm, stats.analysed_offline, stats.analysed_summary) == (2, 1, 1)
     pool = Pool()
     status = status_dict(stats, pool, 60.0, {})
-    assert (status["analysed_llm"], status["analysed_summary"]) == (2, 1)
+    assert (status["analysed_llm"], status["analysed_offline"], status["analysed_summary"]) == (2, 1, 1)
     text = "\n".join(analyses_section(nodes))
-    assert "analysed_llm: 2" in text and "analysed_summary: 1" in text
-    assert analyses_section(nodes[3:]) == []
+    assert "analysed_llm: 2" in text and "analysed_offline: 1" in text and "analysed_summary: 1" in text
+    assert analyses_section(nodes[3:4]) == []

@@ -12,11 +12,13 @@ from pathlib import Path
 
 from evoforge.evaluators.sandbox import SandboxLimits
 from evoforge.evaluators.task import Task, load_task
-from evoforge.infra.config import AnalyzeConfig, RunConfig
+from evoforge.flows.budget import Budget
+from evoforge.infra.config import AnalyzeConfig, BudgetConfig, RunConfig
 from evoforge.infra.nodes import EVALUATED, Node
 from evoforge.infra.offline.backend import OfflineBackend
 from evoforge.stages.analysis_data import AnalysisData
 from evoforge.stages.analysis_prompt import analysis_messages
+from evoforge.stages.pipeline.extra_evals import ExtraEvaluations
 from evoforge.stages.pipeline.run_view import RunView
 from evoforge.stages.population.item import Item
 from evoforge.stages.population.pool import Pool
@@ -139,6 +141,20 @@ def test_claims_beyond_the_allowance_stay_unchecked_and_are_counted(tmp_path):
     assert "- made: 2 (claim lines that could not be read: 1)" in section and "- unchecked: 2" in section
 
 
+def test_with_verification_off_the_analyzer_s_claims_are_still_counted_as_made_and_unchecked(tmp_path):
+    task = _quiet_task(tmp_path)
+    item, _ = _pair(task, _both_changed(task), 3.0, ["hunk 1: raised the score by 1.0",
+                                                     "hunk 2: up 0.5", "the change looks good"])
+    assert not Verify().enabled(RunConfig(analyze=AnalyzeConfig(verify_share=0.0)))
+    node = item.node  # the verify stage never saw it
+    stats = RunStats()
+    stats.count(node)
+    assert claims_counts(stats)["made"] == 2 and stats.claims["unchecked"] == 2
+    section = "\n".join(claims_section([node]))
+    assert "- made: 2 (claim lines that could not be read: 1)" in section and "- unchecked: 2" in section
+    assert "None was checked: verification is off" in section
+
+
 def test_a_claim_on_a_hunk_the_change_does_not_have_is_left_unchecked(tmp_path):
     task = _quiet_task(tmp_path)
     item, _ = _pair(task, _both_changed(task), 3.0, ["hunk 7: raised the score by 1.0"])
@@ -157,3 +173,27 @@ def test_the_analysis_prompt_numbers_the_hunks_and_asks_for_claims(tmp_path):
     assert "### Hunk 1 (parent line 4)\n```diff\n-CAUSE = 2.0\n+CAUSE = 3.0\n```" in prompt
     assert "### Hunk 2 (parent line 12)\n```diff\n-INERT = 5.0\n+INERT = 9.0\n```" in prompt
     assert "## Claims" in prompt and "`- hunk N: raised the score by about X`" in prompt
+
+
+def test_counterfactual_runs_count_against_the_budget_from_when_they_are_held(tmp_path):
+    stats = RunStats(evaluations=10, verify_evals=3)  # a resumed run: 3 counterfactual runs counted
+    extra = ExtraEvaluations()
+    budget = Budget(BudgetConfig(max_evals=20), stats, extra=extra)
+    extra.connect(lambda: budget.remaining(2))
+    assert budget.evaluations == 13 and extra.room() == 5
+    extra.hold(4)  # a check starts: its worst case is spent at once
+    assert budget.evaluations == 17 and extra.room() == 1 and budget.remaining(2) == 1
+    extra.settle(held=4, spent=2)
+    assert budget.evaluations == 15
+    stats.verify_evals += 2  # its node is counted: no double count
+    assert budget.evaluations == 15
+    task = _quiet_task(tmp_path)  # a check the budget has no room for is not started
+    item, _ = _pair(task, _both_changed(task), 3.0, ["hunk 1: raised the score by 1.0"])
+    cfg = RunConfig(analyze=AnalyzeConfig(verify_share=1.0))
+    ctx = RunView("r", task, cfg, OfflineBackend(), Pool(), make_sampler(cfg.search), random.Random(0),
+                  SandboxLimits(), tmp_path)
+    ctx.extra_evals.connect(lambda: 7)  # the worst case of a check is 2 × 3 repeats + 2
+    stage = Verify()
+    stage.ledger = Ledger(1.0, candidates=100)
+    node = asyncio.run(stage.run(item, ctx)).node
+    assert ClaimsData.peek(node).claims[0]["verdict"] == "unchecked" and ctx.extra_evals.committed == 0

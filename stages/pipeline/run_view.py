@@ -29,6 +29,7 @@ from evoforge.infra.nodes import Node
 from evoforge.infra.process_local import ProcessLocal
 from evoforge.infra.runfiles import RunPaths
 from evoforge.stages.evaluation.job import EvaluationRunner, InlineEvaluations
+from evoforge.stages.pipeline.extra_evals import ExtraEvaluations
 from evoforge.stages.population.case_order import CaseOrder
 from evoforge.stages.population.history import PoolHistory
 from evoforge.stages.population.pool import Pool
@@ -88,6 +89,7 @@ class RunView(ProcessLocal):
     repeats: RepeatMemo = field(default_factory=RepeatMemo)  # results by program: none evaluated twice
     paths: RunPaths | None = None  # the run folder (for the sinks a stage brings)
     analysis_llm: LLMBackend | None = None  # analyze.llm's endpoint (None: the run's LLM)
+    extra_evals: ExtraEvaluations = field(default_factory=ExtraEvaluations)  # held against max_evals
 
     @property
     def plan(self) -> Plan | None:

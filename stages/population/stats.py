@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from evoforge.infra import failure_reasons as why
 from evoforge.infra.nodes import Node, Status
-from evoforge.stages.analysis_data import BY_LLM, BY_SUMMARY, AnalysisData
+from evoforge.stages.analysis_data import BY_LLM, BY_OFFLINE, BY_SUMMARY, AnalysisData
+from evoforge.stages.population.claims import claims_of
 from evoforge.stages.population.repeat_data import RepeatData
 from evoforge.stages.promotion_data import PromotionData
 from evoforge.stages.reflect_data import ReflectData, ReflectOutcome
@@ -67,7 +68,8 @@ class RunStats:
     wasted_llm_s: float = 0.0  # LLM time of items later dropped or rolled back
     wasted_eval_s: float = 0.0  # evaluation time of rolled-back nodes
     patched_llm_s: float = 0.0  # LLM time (research + reflection) of items that were patched
-    analysed_llm: int = 0  # candidates whose report the LLM wrote
+    analysed_llm: int = 0  # candidates whose report an LLM endpoint wrote (the simulator included)
+    analysed_offline: int = 0  # candidates whose report the offline analyzer wrote (no LLM)
     analysed_summary: int = 0  # candidates given the deterministic summary (the LLM was busy)
     verify_evals: int = 0  # counterfactual evaluations of the Analyzer's claims (stages/verify.py)
     verify_eval_s: float = 0.0  # their evaluator seconds
@@ -90,8 +92,9 @@ class RunStats:
         self.reflected += reflected is not None and reflected.decided
         analysed_by = AnalysisData.peek(node).by
         self.analysed_llm += analysed_by == BY_LLM
+        self.analysed_offline += analysed_by == BY_OFFLINE
         self.analysed_summary += analysed_by == BY_SUMMARY
-        self._count_claims(ClaimsData.peek(node))
+        self._count_claims(claims_of(node))
         if reflected == ReflectOutcome.PATCHED:
             self.patched += 1
             self.patched_llm_s += node.llm_s

@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evoforge.infra.nodes import Node
-from evoforge.stages.verify_data import VERDICTS, ClaimsData
+from evoforge.stages.population.claims import claims_of
+from evoforge.stages.verify_data import VERDICTS
 
 _EXAMPLES = 5
 
 
 def claims_section(nodes: Sequence[Node]) -> list[str]:
     """The section's lines (none when the Analyzer made no claim in the run)."""
-    datas = [(n, ClaimsData.peek(n)) for n in nodes]
+    datas = [(n, claims_of(n)) for n in nodes]
     made = [(n, c) for n, d in datas for c in d.claims]
     if not made and not any(d.unparsed for _, d in datas):
         return []
@@ -30,6 +31,10 @@ def claims_section(nodes: Sequence[Node]) -> list[str]:
              f"- checked: {checked}",
              *(f"- {v}: {counts[v]}" for v in VERDICTS),
              f"- counterfactual evaluations: {evals}, {seconds:.1f} evaluator seconds", ""]
+    if not checked and not evals:
+        lines[-1:] = ["", "None was checked: verification is off (`analyze.verify_share` 0) or the run "
+                      "was too short to earn a check (each costs two evaluations or more, earned at "
+                      "`verify_share` per candidate: 20 candidates at 0.1).", ""]
     shown = _examples([p for p in made if p[1].get("verdict") != "unchecked"])
     if shown:
         lines += ["| node | claim | verdict | effect ± se (n) | form |", "|---|---|---|---|---|"]

@@ -15,7 +15,7 @@ from evoforge.evaluators.task import TASK_MODEL_KINDS
 from evoforge.infra.nodes import Node
 from evoforge.infra.nodestore import FinalScore, NodeStore
 from evoforge.infra.runfiles import RunPaths, write_atomic
-from evoforge.stages.analysis_data import BY_LLM, BY_SUMMARY, AnalysisData
+from evoforge.stages.analysis_data import BY_LLM, BY_OFFLINE, BY_SUMMARY, AnalysisData
 from evoforge.stages.reports.claims_report import claims_section
 from evoforge.stages.reports.failures_report import failures_section
 from evoforge.stages.reports.figures import Figure, report_figures
@@ -66,10 +66,11 @@ def analyses_section(nodes: Sequence[Node]) -> list[str]:
     """How the candidates were analysed: by the LLM, or by the deterministic summary while the LLM
     bound (none when the run analysed nothing)."""
     by = [AnalysisData.peek(n).by for n in nodes]
-    llm, summary = by.count(BY_LLM), by.count(BY_SUMMARY)
-    if not llm and not summary:
+    llm, offline, summary = by.count(BY_LLM), by.count(BY_OFFLINE), by.count(BY_SUMMARY)
+    if not llm and not offline and not summary:
         return []
     return ["## Analyses", "", f"- analysed_llm: {llm} (reports the LLM wrote)",
+            f"- analysed_offline: {offline} (reports of the offline analyzer: no LLM)",
             f"- analysed_summary: {summary} (deterministic summaries: the LLM was busy with more urgent "
             f"calls)", ""]
 

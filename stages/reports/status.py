@@ -63,6 +63,7 @@ def status_dict(stats: RunStats, pool: Pool, wall_s: float, extra: dict[str, Any
         "dropped_stale": stats.dropped_stale,
         "reflected": stats.reflected,
         "analysed_llm": stats.analysed_llm,  # reports the LLM wrote
+        "analysed_offline": stats.analysed_offline,  # the offline analyzer: no LLM
         "analysed_summary": stats.analysed_summary,  # deterministic summaries: the LLM was busy
         "patched": stats.patched,
         "pruned": stats.pruned,
