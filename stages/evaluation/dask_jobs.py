@@ -1,11 +1,15 @@
 """The flow's side of evaluations on Dask workers: the task shipped once, the job submitted, its
 speculative release heard, and the job stopped on its worker.
 
-The first job of a task packs its folder (stages/evaluation/task_shipping.py) and registers it
-with the cluster as a `ShippedTask` worker plugin named after the task: the scheduler keeps it and
-hands it to every worker, present or joining later, which unpacks it into its cache. A run that
-ships a changed folder replaces the plugin (a new digest, a new cache folder on each worker); the
-copies of earlier digests stay in the workers' caches, which Dask deletes with the worker.
+The run's `--plugin` files go first, loaded on the scheduler and, as a `ShippedPlugins` worker
+plugin, on every worker: a job's task may hold an instance of a class one of them defines (an
+artifact kind), which the scheduler and a worker can only unpickle with the file loaded under the
+same module name. The first job of a task packs its folder
+(stages/evaluation/task_shipping.py) and registers it with the cluster as a `ShippedTask` worker
+plugin named after the task: the scheduler keeps it and hands it to every worker, present or
+joining later, which unpacks it into its cache. A run that ships a changed folder replaces the
+plugin (a new digest, a new cache folder on each worker); the copies of earlier digests stay in
+the workers' caches, which Dask deletes with the worker.
 
 Speculative completion under Dask: the worker runs the speculation state machine on the cases as
 they finish, against the reference taken at dispatch (the pool does not travel), and prunes there;
@@ -29,14 +33,22 @@ from typing import Any
 from prefect.context import FlowRunContext
 
 from evoforge.evaluators.task import Task
+from evoforge.infra.plugin_files import loaded
 from evoforge.stages.evaluation.dask_executor import abort_event_name, abort_remote
-from evoforge.stages.evaluation.dask_worker import Shipment, ShippedTask, evaluate_on_worker
+from evoforge.stages.evaluation.dask_worker import (
+    Shipment,
+    ShippedPlugins,
+    ShippedTask,
+    evaluate_on_worker,
+    load_plugin_files,
+)
 from evoforge.stages.evaluation.job import EvalReport, EvalRequest, Release
 from evoforge.stages.evaluation.prefect_tasks import resolve, run_name
 from evoforge.stages.evaluation.task_shipping import pack_task
 
 log = logging.getLogger("evoforge.dask")
 RELEASE_WAIT_S = 10.0
+PLUGINS = "evoforge-plugin-files"  # the worker plugin holding the run's --plugin files
 
 
 @dataclass
@@ -53,6 +65,7 @@ class DaskJobs:
     def __init__(self) -> None:
         self.topic = f"evoforge-release-{uuid.uuid4().hex}"
         self._shipped: dict[Path, Shipment] = {}
+        self._plugins: tuple[str, ...] = ()  # the plug-in files' modules the workers have
         self._shipping = asyncio.Lock()
         self._listening: dict[str, _Listening] = {}
         self._subscribed = False
@@ -90,10 +103,22 @@ class DaskJobs:
                 bundle = await asyncio.to_thread(pack_task, task.root)
                 name = f"evoforge-task-{task.name}"
                 client = await asyncio.to_thread(_client)  # created here on first use: it may start a cluster
+                await self._ship_plugins(client)
                 await asyncio.to_thread(client.register_plugin, ShippedTask(bundle, name), name)
                 shipment = self._shipped[task.root] = Shipment(name, bundle.digest)
                 log.info("task %s shipped to the Dask workers (%s)", task.name, bundle.describe())
             return shipment
+
+    async def _ship_plugins(self, client: Any) -> None:
+        """The plug-in files loaded here, to every worker (before a job that may need them)."""
+        sources = list(loaded().values())
+        names = tuple(s.name for s in sources)
+        if not sources or names == self._plugins:
+            return
+        await asyncio.to_thread(client.run_on_scheduler, load_plugin_files, sources)  # it reads the graph
+        await asyncio.to_thread(client.register_plugin, ShippedPlugins(sources), PLUGINS)
+        self._plugins = names
+        log.info("plug-in files shipped to the Dask workers: %s", ", ".join(s.path for s in sources))
 
     def _subscribe(self) -> None:
         if self._subscribed:

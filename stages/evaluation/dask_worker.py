@@ -2,7 +2,9 @@
 
 The worker gets an `EvalRequest` (snapshots only, pickled) and returns an `EvalReport` stamped
 with where it ran; it holds no run state and never touches the node database, the run files or
-MLflow. The task folder comes with the run, not from the worker's disk: the flow registers a
+MLflow. The run's `--plugin` files come with it too (`ShippedPlugins`, loaded on every worker
+under the flow's module names before any job arrives). The task folder comes with the run, not
+from the worker's disk: the flow registers a
 `ShippedTask` plugin holding the folder's bundle (stages/evaluation/task_shipping.py), which every
 worker of the cluster (and every worker that joins later) unpacks into its cache,
 `<worker local directory>/evoforge-tasks/<digest>/`; the job evaluates against that copy. A
@@ -31,6 +33,9 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from prefect import task
 
 from evoforge.evaluators.task import Task
+from evoforge.infra.artifacts import KINDS, ArtifactKind
+from evoforge.infra.plugin_files import PluginSource, install
+from evoforge.infra.plugin_registry import defined_classes
 from evoforge.infra.prefect_tasks import TASK_OPTIONS
 from evoforge.stages.evaluation.job import EvalReport, EvalRequest, Release, run_evaluation
 from evoforge.stages.evaluation.task_shipping import TaskBundle, unpack
@@ -59,6 +64,28 @@ class ShippedTask(WorkerPlugin):
 
     async def setup(self, worker: distributed.Worker) -> None:
         await asyncio.to_thread(unpack, self.bundle, task_cache(worker))
+
+
+class ShippedPlugins(WorkerPlugin):
+    """The run's plug-in files on every worker, loaded at setup under the module names they have in
+    the flow: a job whose task holds an instance of a class one of them defines (a `--plugin`
+    artifact kind) unpickles there. Without them the worker cannot read the job's message at all.
+    (The scheduler, which unpickles the task graph too, gets them by `load_plugin_files`.)"""
+
+    def __init__(self, sources: list[PluginSource]) -> None:
+        self.sources = sources
+
+    async def setup(self, worker: distributed.Worker) -> None:
+        load_plugin_files(self.sources)
+
+
+def load_plugin_files(sources: list[PluginSource]) -> list[str]:
+    """Load the plug-in files in this process (a worker or the scheduler) under the flow's module
+    names, their artifact kinds known by name as in the flow; the module names."""
+    modules = install(sources)
+    KINDS.use_files([(cls, s.path) for s, m in zip(sources, modules, strict=True)
+                     for cls in defined_classes(m, ArtifactKind)])
+    return [m.__name__ for m in modules]
 
 
 def task_cache(worker: distributed.Worker) -> Path:

@@ -4,14 +4,12 @@ samplers, artifact kinds, algorithms) into its registry."""
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import importlib.util
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
+from evoforge.infra.plugin_files import load_file
 from evoforge.infra.plugin_registry import defined_classes
 from evoforge.stages.pipeline.stage import Stage
 
@@ -47,19 +45,7 @@ def import_plugin(spec: str) -> ModuleType:
         if spec.endswith(".py"):
             if not path.is_file():
                 raise PluginError(f"plug-in {spec}: no such file")
-            name = f"evoforge_plugin_{path.stem}_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]}"
-            if name in sys.modules:
-                return sys.modules[name]
-            loader = importlib.util.spec_from_file_location(name, path)
-            assert loader is not None and loader.loader is not None
-            module = importlib.util.module_from_spec(loader)
-            sys.modules[name] = module
-            try:
-                loader.loader.exec_module(module)
-            except BaseException:
-                del sys.modules[name]
-                raise
-            return module
+            return load_file(path)  # (kept with its text: Dask workers get the same module)
         return importlib.import_module(spec)
     except PluginError:
         raise
