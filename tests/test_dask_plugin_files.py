@@ -40,9 +40,11 @@ def test_an_artifact_kind_from_a_plugin_file_is_evaluated_on_dask_workers(tmp_pa
                         "--plugin", str(kind), "--config", str(config), "--max-evals", "5", "--seed", "3",
                         "--quiet", "--no-mlflow", "--executor", "dask", "--dask-address",
                         cluster.scheduler_address], tmp_path, timeout=240)
-        loaded = {**client.run(_plugin_modules), "scheduler": client.run_on_scheduler(_plugin_modules)}
+        on_workers = client.run(_plugin_modules)
+        on_scheduler = client.run_on_scheduler(_plugin_modules)  # (this process: earlier tests' files too)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert all(modules == [module_name(kind)] for modules in loaded.values()), loaded
+    assert len(on_workers) == 2 and all(modules == [module_name(kind)] for modules in on_workers.values())
+    assert module_name(kind) in on_scheduler
     evaluated = [n for n in read_nodes(run_dir) if n.was_evaluated]
     assert len(evaluated) == 5 and all(n.error is None and n.score_full is not None for n in evaluated)
     assert all(isinstance(json.loads(n.code), dict) for n in evaluated)
