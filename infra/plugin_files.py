@@ -47,10 +47,10 @@ def load_file(path: Path) -> ModuleType:
     name = module_name(path)
     if name in sys.modules:
         return sys.modules[name]
-    text = path.read_text()
-    module = _execute(PluginSource(name, str(path), text))
+    source = PluginSource(name, str(path), path.read_text())
+    module = _execute(source)
     with _lock:
-        _loaded[name] = PluginSource(name, str(path), text)
+        _loaded[name] = source
     return module
 
 

@@ -79,13 +79,12 @@ class ShippedPlugins(WorkerPlugin):
         load_plugin_files(self.sources)
 
 
-def load_plugin_files(sources: list[PluginSource]) -> list[str]:
+def load_plugin_files(sources: list[PluginSource]) -> None:
     """Load the plug-in files in this process (a worker or the scheduler) under the flow's module
-    names, their artifact kinds known by name as in the flow; the module names."""
+    names, their artifact kinds known by name as in the flow."""
     modules = install(sources)
     KINDS.use_files([(cls, s.path) for s, m in zip(sources, modules, strict=True)
                      for cls in defined_classes(m, ArtifactKind)])
-    return [m.__name__ for m in modules]
 
 
 def task_cache(worker: distributed.Worker) -> Path:
